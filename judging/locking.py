@@ -1,0 +1,178 @@
+"""The one place that takes row locks.
+
+Every `select_for_update` in KECE goes through here, and so does every guarded UPDATE that
+locks a job row. Within one transaction rows are acquired in the global order
+
+    host group → node → submission → job → settlement event → derived row
+
+and, inside one rank, by ascending key. Two paths that both follow this order cannot
+deadlock on each other. With `KECE_LOCK_ORDER_CHECK` on (always in tests) an acquisition
+that would go backwards raises `LockOrderViolation` before it reaches the database;
+otherwise it is logged.
+
+Locks on rows already held in this transaction are free and do not count.
+"""
+
+import logging
+from enum import IntEnum
+
+from django.conf import settings
+from django.db import connection
+
+logger = logging.getLogger("kece.locking")
+
+
+class Rank(IntEnum):
+    HOST_GROUP = 1
+    NODE = 2
+    SUBMISSION = 3
+    JOB = 4
+    EVENT = 5
+    DERIVED = 6
+
+
+class LockOrderViolation(RuntimeError):
+    pass
+
+
+class _TransactionLocks:
+    __slots__ = ("held", "last")
+
+    def __init__(self):
+        self.held: set[tuple] = set()
+        self.last: tuple | None = None  # (rank, key) of the greatest acquisition so far
+
+
+def _outermost_block():
+    # Test cases wrap each test in atomic blocks of their own; the service's transaction is
+    # the first block that is not one of those.
+    for block in connection.atomic_blocks:
+        if not getattr(block, "_from_testcase", False):
+            return block
+    return None
+
+
+def _state() -> _TransactionLocks:
+    block = _outermost_block()
+    if block is None:
+        raise LockOrderViolation("row locks may only be taken inside transaction.atomic()")
+    state = getattr(block, "_kece_locks", None)
+    if state is None:
+        state = block._kece_locks = _TransactionLocks()
+    return state
+
+
+def _acquire(rank: Rank, keys) -> list:
+    """Record the acquisition of `keys` at `rank`; return the keys not yet held, sorted."""
+    state = _state()
+    fresh = sorted({k for k in keys if (rank, k) not in state.held})
+    if not fresh:
+        return fresh
+    first = (int(rank), fresh[0])
+    if state.last is not None and first <= state.last:
+        held_rank = Rank(state.last[0]).name
+        message = (
+            f"lock order violation: {rank.name} {fresh[0]!r} requested after {held_rank} {state.last[1]!r} "
+            "(order is host group → node → submission → job → event → derived, ascending keys)"
+        )
+        if settings.KECE_LOCK_ORDER_CHECK:
+            raise LockOrderViolation(message)
+        logger.error(message)
+    state.held.update((rank, k) for k in fresh)
+    state.last = max(state.last or first, (int(rank), fresh[-1]))
+    return fresh
+
+
+def _lock_by_pk(model, rank: Rank, pks):
+    _acquire(rank, pks)
+    rows = model.objects.select_for_update().filter(pk__in=sorted(set(pks))).order_by("pk")
+    return {row.pk: row for row in rows}
+
+
+# --- host groups and nodes -----------------------------------------------------------------
+
+def lock_host_group(pk):
+    from nodes.models import JudgeHostGroup
+
+    return _lock_by_pk(JudgeHostGroup, Rank.HOST_GROUP, [pk]).get(pk)
+
+
+def lock_node(pk):
+    from nodes.models import JudgeNode
+
+    return _lock_by_pk(JudgeNode, Rank.NODE, [pk]).get(pk)
+
+
+# --- submissions ------------------------------------------------------------------------------
+
+_TYPE_ORDER = {"ALGO": 0, "SQL": 1}
+
+
+def lock_submission(submission_type: str, submission_id: int):
+    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id."""
+    from judging.models import SUBMISSION_MODELS
+
+    model = SUBMISSION_MODELS[submission_type]
+    _acquire(Rank.SUBMISSION, [(_TYPE_ORDER[submission_type], submission_id)])
+    return model.objects.select_for_update().filter(pk=submission_id).first()
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+def lock_jobs(pks) -> dict:
+    from judging.models import JudgeJob
+
+    return _lock_by_pk(JudgeJob, Rank.JOB, pks)
+
+
+def lock_job(pk):
+    return lock_jobs([pk]).get(pk)
+
+
+def claim_queued_job_ids(queryset, limit: int) -> list[int]:
+    """`SELECT id … ORDER BY available_at, id LIMIT n FOR UPDATE SKIP LOCKED` on `queryset`.
+
+    Rows another transaction holds are skipped, not waited for, so concurrent claimers
+    each take different jobs without queueing behind each other.
+    """
+    if limit <= 0:
+        return []
+    ids = list(
+        queryset.order_by("available_at", "id").select_for_update(skip_locked=True).values_list("id", flat=True)[:limit]
+    )
+    # The database chose the rows; record them (ascending) so a later lower-ranked lock
+    # in this transaction is still caught.
+    _acquire(Rank.JOB, ids)
+    return ids
+
+
+def update_jobs_guarded(queryset, pks, **values) -> int:
+    """A conditional UPDATE of job rows (`queryset` carries the guard); returns the row count.
+
+    The UPDATE locks the rows it matches, so it is recorded like an explicit lock.
+    """
+    _acquire(Rank.JOB, pks)
+    return queryset.filter(pk__in=pks).update(**values)
+
+
+# --- settlement events and derived rows ----------------------------------------------------------
+
+def lock_due_event(pk):
+    """Lock one settlement event unless another dispatcher holds it (then None)."""
+    from judging.models import SettlementEvent
+
+    _acquire(Rank.EVENT, [pk])
+    return SettlementEvent.objects.select_for_update(skip_locked=True).filter(pk=pk).first()
+
+
+def lock_derived(model, key: tuple, **lookup):
+    """Lock (creating if needed) the derived row of `model` identified by `lookup`.
+
+    `key` orders derived rows of different models within one transaction.
+    """
+    _acquire(Rank.DERIVED, [(model._meta.db_table,) + tuple(key)])
+    row = model.objects.select_for_update().filter(**lookup).first()
+    if row is None:
+        model.objects.bulk_create([model(**lookup)], ignore_conflicts=True)
+        row = model.objects.select_for_update().get(**lookup)
+    return row

@@ -1,0 +1,313 @@
+from django.conf import settings
+from django.db import models
+
+from pools.registry import POOL_CHOICES
+
+
+class ProblemKind(models.TextChoices):
+    ALGO = "ALGO"
+    SQL = "SQL"
+
+
+class Problem(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=ProblemKind.choices)
+    current_manifest = models.ForeignKey(
+        "Manifest", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "judge_problem"
+
+    def __str__(self):
+        return self.slug
+
+
+class Manifest(models.Model):
+    """One immutable version of a problem's test data and limits.
+
+    `cases` is [{ordinal, weight, input: {digest, bytes}, output: {digest, bytes}}] and
+    `sql` is null or {dialect, ordered, schema, seed, answer, check}, every file as
+    {digest, bytes} in the content store. Rows are never updated after creation.
+    """
+
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, db_constraint=False, related_name="manifests")
+    version = models.PositiveIntegerField()
+    time_limit_ms = models.PositiveIntegerField()
+    memory_limit_mb = models.PositiveIntegerField()
+    output_limit_kb = models.PositiveIntegerField(default=65536)
+    languages = models.JSONField(default=list)
+    cases = models.JSONField(default=list)
+    sql = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "judge_manifest"
+        constraints = [models.UniqueConstraint(fields=["problem", "version"], name="uniq_manifest_version")]
+
+    def digests(self) -> set[str]:
+        found = {f[part]["digest"] for f in self.cases for part in ("input", "output")}
+        if self.sql:
+            found |= {v["digest"] for v in self.sql.values() if isinstance(v, dict) and "digest" in v}
+        return found
+
+
+class LessonPractice(models.Model):
+    """A practice set inside a lesson; the best score per student and problem counts."""
+
+    title = models.CharField(max_length=200)
+    problems = models.ManyToManyField(Problem, related_name="lesson_practices", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "lesson_practice"
+
+
+class SubmissionType(models.TextChoices):
+    ALGO = "ALGO"
+    SQL = "SQL"
+
+
+class Verdict(models.TextChoices):
+    AC = "AC"
+    WA = "WA"
+    TLE = "TLE"
+    MLE = "MLE"
+    RE = "RE"
+    CE = "CE"
+    OLE = "OLE"
+
+
+class BaseSubmission(models.Model):
+    """What a user submitted, and the effective result of its current judge job.
+
+    Code and SQL submissions live in two tables whose ids may collide, so a submission is
+    always named by type + id. The result columns are written only by the settle of the
+    job that `current_judge_job` points at.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, db_constraint=False,
+                             db_index=False, related_name="+")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, db_constraint=False, related_name="+")
+    language = models.CharField(max_length=16, choices=POOL_CHOICES)
+    source_digest = models.CharField(max_length=64)
+    source_bytes = models.PositiveIntegerField()
+    lesson_practice = models.ForeignKey(
+        LessonPractice, null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
+    )
+    # Not a database constraint: the pointer is written under the submission lock, and a
+    # foreign-key check would take a hidden lock on the job row.
+    current_judge_job = models.ForeignKey(
+        "JudgeJob", null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False, db_index=False, related_name="+"
+    )
+    verdict = models.CharField(max_length=16, null=True, blank=True)
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    time_ms = models.PositiveIntegerField(null=True, blank=True)
+    memory_kb = models.PositiveIntegerField(null=True, blank=True)
+    cases = models.JSONField(default=list, blank=True)
+    compile_output = models.TextField(blank=True, default="")
+    judged_generation = models.PositiveIntegerField(null=True, blank=True)
+    judged_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class Submission(BaseSubmission):
+    TYPE = SubmissionType.ALGO
+    code = models.TextField()
+
+    class Meta:
+        db_table = "submission"
+        indexes = [models.Index(fields=["user", "problem"], name="submission_user_problem")]
+
+
+class DbSubmission(BaseSubmission):
+    TYPE = SubmissionType.SQL
+    code = models.TextField()
+
+    class Meta:
+        db_table = "db_submission"
+        indexes = [models.Index(fields=["user", "problem"], name="db_submission_user_problem")]
+
+
+SUBMISSION_MODELS = {SubmissionType.ALGO: Submission, SubmissionType.SQL: DbSubmission}
+
+
+class JobKind(models.TextChoices):
+    JUDGE = "JUDGE"
+    DIAGNOSTIC = "DIAGNOSTIC"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @classmethod
+    def terminal(cls):
+        return (cls.COMPLETED, cls.FAILED, cls.CANCELLED)
+
+
+JobState.ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+JobState.TERMINAL = JobState.terminal()
+
+
+class JobPhase(models.TextChoices):
+    COMPILING = "COMPILING"
+    JUDGING = "JUDGING"
+
+
+class JudgeJob(models.Model):
+    """One attempt-carrying unit of judging work, leased to one node at a time.
+
+    `lease_epoch` grows by one on every claim; only the holder of the current epoch, in
+    the node's current session and before `lease_until`, may renew or settle it. The
+    settled_* columns remember which lease settled it with which result digest, so a
+    repeated post is answered `duplicate` and a different one `result_conflict`.
+    """
+
+    kind = models.CharField(max_length=16, choices=JobKind.choices, default=JobKind.JUDGE)
+    submission_type = models.CharField(max_length=16)
+    submission_id = models.BigIntegerField()
+    generation = models.PositiveIntegerField(default=1)
+    pool = models.CharField(max_length=16, choices=POOL_CHOICES)
+    runtime_spec = models.CharField(max_length=64)
+    manifest = models.ForeignKey(Manifest, null=True, blank=True, on_delete=models.PROTECT, db_constraint=False,
+                                 db_index=False, related_name="+")
+    snapshot = models.JSONField(default=dict)
+    lesson_practice = models.ForeignKey(LessonPractice, null=True, blank=True, on_delete=models.PROTECT,
+                                        db_constraint=False, db_index=False, related_name="+")
+    # A diagnostic job may only be claimed by the node it checks.
+    bound_node = models.ForeignKey("nodes.JudgeNode", null=True, blank=True, on_delete=models.PROTECT,
+                                   db_constraint=False, db_index=False, related_name="+")
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
+    available_at = models.DateTimeField()
+    node = models.ForeignKey("nodes.JudgeNode", null=True, blank=True, on_delete=models.PROTECT,
+                             db_constraint=False, db_index=False, related_name="+")
+    host_group = models.ForeignKey("nodes.JudgeHostGroup", null=True, blank=True, on_delete=models.PROTECT,
+                                   db_constraint=False, db_index=False, related_name="+")
+    session_epoch = models.PositiveIntegerField(null=True, blank=True)
+    lease_epoch = models.PositiveIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    progress_phase = models.CharField(max_length=16, blank=True, default="")
+    progress_testcase = models.PositiveIntegerField(null=True, blank=True)
+    result_digest = models.CharField(max_length=64, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    error = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    wait_reason = models.CharField(max_length=32, blank=True, default="")
+    settled_lease_epoch = models.PositiveIntegerField(null=True, blank=True)
+    settled_node_id = models.BigIntegerField(null=True, blank=True)
+    settled_digest = models.CharField(max_length=64, blank=True, default="")
+    settled_status = models.CharField(max_length=16, blank=True, default="")
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "judge_job"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission_type", "submission_id", "generation"], name="uniq_job_submission_generation"
+            )
+        ]
+        indexes = [
+            # Claims: the pool's queued jobs in availability order (SKIP LOCKED walks this).
+            models.Index(fields=["pool", "state", "available_at", "id"], name="judge_job_claim"),
+            # Reaper: running jobs by lease deadline.
+            models.Index(fields=["state", "lease_until", "id"], name="judge_job_reap"),
+            # Slot counts under the node and host-group locks.
+            models.Index(fields=["node", "state"], name="judge_job_node_state"),
+            models.Index(fields=["host_group", "state"], name="judge_job_group_state"),
+        ]
+
+    @property
+    def submission_ref(self):
+        return (self.submission_type, self.submission_id)
+
+
+class EventState(models.TextChoices):
+    PENDING = "PENDING"
+    DONE = "DONE"
+    DEAD = "DEAD"
+
+
+class SettlementEvent(models.Model):
+    """Outbox row written in a job's terminal transaction; applied once by the dispatcher."""
+
+    job = models.ForeignKey(JudgeJob, on_delete=models.PROTECT, db_constraint=False, db_index=False, related_name="+")
+    event_type = models.CharField(max_length=48)
+    payload = models.JSONField(default=dict)
+    state = models.CharField(max_length=8, choices=EventState.choices, default=EventState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    last_error = models.TextField(blank=True, default="")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "judge_settlement_event"
+        constraints = [models.UniqueConstraint(fields=["job", "event_type"], name="uniq_event_job_type")]
+        indexes = [models.Index(fields=["state", "next_attempt_at", "id"], name="judge_event_due")]
+
+
+class ProblemResult(models.Model):
+    """Per user and problem: the best effective result and the first accepted submission."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, db_constraint=False,
+                             related_name="+")
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    best_score = models.PositiveSmallIntegerField(default=0)
+    best_verdict = models.CharField(max_length=16, blank=True, default="")
+    best_submission_type = models.CharField(max_length=16, blank=True, default="")
+    best_submission_id = models.BigIntegerField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "judge_problem_result"
+        constraints = [models.UniqueConstraint(fields=["user", "problem"], name="uniq_problem_result")]
+
+
+class FirstAccepted(models.Model):
+    """One row per user and problem they have solved: the daily-accepted statistics count
+    these, so a replayed event or a second AC never counts twice, and a rejudge that turns
+    the only AC into a non-AC removes it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, db_constraint=False,
+                             related_name="+")
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    submission_type = models.CharField(max_length=16)
+    submission_id = models.BigIntegerField()
+    accepted_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "judge_first_accepted"
+        constraints = [models.UniqueConstraint(fields=["user", "problem"], name="uniq_first_accepted")]
+
+
+class PracticeBest(models.Model):
+    """A student's best score on one problem of one lesson practice."""
+
+    practice = models.ForeignKey(LessonPractice, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, db_constraint=False,
+                             related_name="+")
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    best_score = models.PositiveSmallIntegerField(default=0)
+    best_submission_type = models.CharField(max_length=16, blank=True, default="")
+    best_submission_id = models.BigIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "lesson_practice_best"
+        constraints = [models.UniqueConstraint(fields=["practice", "user", "problem"], name="uniq_practice_best")]

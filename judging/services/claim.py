@@ -1,0 +1,102 @@
+"""claim: lease a batch of queued jobs of the node's pool, within node and host-group slots."""
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import F, Q
+
+from judging.identity import NodeIdentity, check_node_identity
+from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, update_jobs_guarded
+from judging.models import JobState, JudgeJob
+from judging.timing import lease_ttl, offline_after
+from kece.errors import Unauthenticated
+from nodes.models import DesiredState, HostGroupStatus, JudgeNode
+
+logger = logging.getLogger("kece.claim")
+
+
+@dataclass
+class ClaimResult:
+    jobs: list = field(default_factory=list)
+    desired_state: str = ""
+    # Why nothing was leased, for logs and tests: "", "no_free_slots", "stale_heartbeat",
+    # "node_full", "group_full", "not_enabled", "empty".
+    reason: str = ""
+
+
+def _queued_for(node, *, now, judge_jobs_allowed: bool):
+    queued = JudgeJob.objects.filter(
+        pool=node.pool, state=JobState.QUEUED, available_at__lte=now, runtime_spec=node.runtime_spec
+    )
+    if judge_jobs_allowed:
+        return queued.filter(Q(bound_node__isnull=True) | Q(bound_node_id=node.pk))
+    return queued.filter(bound_node_id=node.pk)
+
+
+def _running_count(**lookup) -> int:
+    # Expired-but-unreaped leases are still RUNNING here and so still take their slot: the
+    # node may yet be judging them.
+    return JudgeJob.objects.filter(state=JobState.RUNNING, **lookup).count()
+
+
+def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
+    """Lease up to `free_slots` jobs to the node.
+
+    1. Find the node's host group without locks, then lock host group → node and re-check
+       that the node is still in that group (it may have moved in between).
+    2. Re-check credential and session on the locked row; refuse a stale heartbeat.
+    3. n = min(free slots asked, node headroom, group headroom), counting committed RUNNING
+       jobs (the locks serialise every claim of this node and group, so counts are exact).
+    4. SKIP LOCKED select of the pool's due jobs by (available_at, id), then one UPDATE that
+       writes owner, session, lease epoch + 1, deadline and attempts + 1.
+    Nodes that are not ENABLED get only diagnostic jobs bound to them.
+    """
+    for _ in range(3):
+        group_id = JudgeNode.objects.filter(pk=identity.node_id).values_list("host_group_id", flat=True).first()
+        if group_id is None:
+            raise Unauthenticated("The node credential is unknown or revoked.")
+        with transaction.atomic(durable=True):
+            group = lock_host_group(group_id)
+            node = lock_node(identity.node_id)
+            if node is None or node.host_group_id != group_id:
+                continue
+            check_node_identity(node, identity)
+            return _claim_locked(node, group, free_slots=free_slots, now=now)
+    raise Unauthenticated("The node is being reconfigured; retry.")
+
+
+def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
+    result = ClaimResult(desired_state=node.desired_state)
+    if free_slots <= 0:
+        result.reason = "no_free_slots"
+        return result
+    if node.last_heartbeat_at is None or node.last_heartbeat_at < now - offline_after():
+        result.reason = "stale_heartbeat"
+        return result
+    if node.desired_state == DesiredState.DRAINING:
+        result.reason = "not_enabled"
+        return result
+    judge_jobs_allowed = node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
+    node_headroom = node.max_slots - _running_count(node_id=node.pk)
+    group_headroom = group.total_slots - _running_count(host_group_id=group.pk)
+    n = min(free_slots, node_headroom, group_headroom)
+    if n <= 0:
+        result.reason = "node_full" if node_headroom <= 0 else "group_full"
+        return result
+
+    ids = claim_queued_job_ids(_queued_for(node, now=now, judge_jobs_allowed=judge_jobs_allowed), n)
+    if not ids:
+        result.reason = "empty" if judge_jobs_allowed else "not_enabled"
+        return result
+    update_jobs_guarded(
+        JudgeJob.objects.filter(state=JobState.QUEUED), ids,
+        state=JobState.RUNNING, node_id=node.pk, host_group_id=group.pk, session_epoch=node.session_epoch,
+        lease_epoch=F("lease_epoch") + 1, lease_until=now + lease_ttl(), attempts=F("attempts") + 1,
+        started_at=now, progress_phase="", progress_testcase=None, wait_reason="", error="",
+    )
+    result.jobs = list(JudgeJob.objects.filter(pk__in=ids).order_by("available_at", "id"))
+    for job in result.jobs:
+        logger.info("job leased", extra={"job": job.pk, "lease": job.lease_epoch, "node": node.pk,
+                                          "pool": node.pool, "attempt": job.attempts})
+    return result

@@ -1,0 +1,140 @@
+"""The settlement outbox: handlers and the dispatcher that applies each event once.
+
+Events are written in a job's terminal transaction. The dispatcher applies one event per
+transaction: lock the event (SKIP LOCKED, so dispatchers share the work), run its
+handler, mark it DONE — the handler's writes and the DONE mark commit together, so an
+event is applied exactly once however often dispatch runs. A failing handler is retried
+with backoff and marked DEAD after `KECE_EVENT_MAX_ATTEMPTS`.
+
+Handlers recompute derived rows from the committed submissions instead of adding deltas,
+under a lock on the derived row: the answer does not depend on the order in which
+results arrive, and a replay changes nothing.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from judging.locking import lock_derived, lock_due_event
+from judging.models import (
+    SUBMISSION_MODELS, EventState, FirstAccepted, PracticeBest, ProblemResult, SettlementEvent, Verdict,
+)
+from judging.services.outcomes import PRACTICE_BEST, PROBLEM_STATS
+
+logger = logging.getLogger("kece.events")
+
+
+def _live_submissions(payload: dict, **extra):
+    model = SUBMISSION_MODELS[payload["submissionType"]]
+    return model.objects.filter(user_id=payload["userId"], problem_id=payload["problemId"],
+                                deleted_at__isnull=True, **extra)
+
+
+def _best(submissions):
+    """Highest score; among equals the earliest submission."""
+    return (submissions.filter(score__isnull=False).order_by("-score", "id")
+            .values("id", "score", "verdict").first())
+
+
+def apply_problem_stats(payload: dict) -> None:
+    """Best result per user and problem, and the first-accepted record."""
+    user_id, problem_id = payload["userId"], payload["problemId"]
+    result = lock_derived(ProblemResult, (user_id, problem_id), user_id=user_id, problem_id=problem_id)
+    submissions = _live_submissions(payload)
+    best = _best(submissions)
+    result.best_score = best["score"] if best else 0
+    result.best_verdict = (best["verdict"] or "") if best else ""
+    result.best_submission_type = payload["submissionType"] if best else ""
+    result.best_submission_id = best["id"] if best else None
+    result.attempts = submissions.count()
+    result.save()
+
+    # FirstAccepted rows of this user and problem change only under the lock on their
+    # ProblemResult row, taken above.
+    accepted = (submissions.filter(verdict=Verdict.AC).order_by("judged_at", "id")
+                .values("id", "judged_at").first())
+    current = FirstAccepted.objects.filter(user_id=user_id, problem_id=problem_id)
+    if accepted is None:
+        current.delete()
+    elif not current.filter(submission_type=payload["submissionType"], submission_id=accepted["id"]).exists():
+        current.delete()
+        FirstAccepted.objects.create(user_id=user_id, problem_id=problem_id,
+                                     submission_type=payload["submissionType"], submission_id=accepted["id"],
+                                     accepted_at=accepted["judged_at"])
+
+
+def apply_practice_best(payload: dict) -> None:
+    """A student's best score on a problem within one lesson practice."""
+    practice_id = payload.get("practiceId")
+    if not practice_id:
+        return
+    user_id, problem_id = payload["userId"], payload["problemId"]
+    row = lock_derived(PracticeBest, (practice_id, user_id, problem_id),
+                       practice_id=practice_id, user_id=user_id, problem_id=problem_id)
+    best = _best(_live_submissions(payload, lesson_practice_id=practice_id))
+    row.best_score = best["score"] if best else 0
+    row.best_submission_type = payload["submissionType"] if best else ""
+    row.best_submission_id = best["id"] if best else None
+    row.save()
+
+
+HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: apply_practice_best}
+
+
+def handler_for(event_type: str):
+    return HANDLERS[event_type.split(".", 1)[0]]
+
+
+@dataclass
+class DispatchReport:
+    applied: list = field(default_factory=list)
+    retried: list = field(default_factory=list)
+    dead: list = field(default_factory=list)
+
+
+def _backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(2 ** attempts, 600))
+
+
+def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
+    report = DispatchReport()
+    due = list(
+        SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at", "id").values_list("id", flat=True)[:batch]
+    )
+    for event_id in due:
+        try:
+            with transaction.atomic(durable=True):
+                event = lock_due_event(event_id)
+                if event is None or event.state != EventState.PENDING:
+                    continue  # another dispatcher has it, or already applied it
+                handler_for(event.event_type)(event.payload)
+                event.state = EventState.DONE
+                event.attempts += 1
+                event.applied_at = now
+                event.last_error = ""
+                event.save(update_fields=["state", "attempts", "applied_at", "last_error"])
+            report.applied.append(event_id)
+        except Exception as exc:  # a handler bug or a database hiccup: retry later
+            _record_failure(event_id, exc, now=now, report=report)
+    return report
+
+
+def _record_failure(event_id: int, exc: Exception, *, now, report: DispatchReport) -> None:
+    event = SettlementEvent.objects.filter(pk=event_id).values("attempts", "event_type", "job_id").first()
+    if event is None:
+        return
+    attempts = event["attempts"] + 1
+    dead = attempts >= settings.KECE_EVENT_MAX_ATTEMPTS
+    SettlementEvent.objects.filter(pk=event_id, state=EventState.PENDING).update(
+        attempts=attempts, last_error=f"{type(exc).__name__}: {exc}"[:2000],
+        state=EventState.DEAD if dead else EventState.PENDING,
+        next_attempt_at=now + _backoff(attempts),
+    )
+    (report.dead if dead else report.retried).append(event_id)
+    log = logger.error if dead else logger.warning
+    log("settlement event failed", extra={"event": event_id, "job": event["job_id"], "type": event["event_type"],
+                                          "attempt": attempts, "dead": dead, "error": str(exc)})

@@ -1,0 +1,134 @@
+"""State changes shared by settle, reap, session loss, rejudge and delete.
+
+Every function here receives rows its caller has already locked in the global order and
+writes them; none opens a transaction or takes a lock.
+"""
+
+import logging
+
+from django.conf import settings
+
+from judging.models import JobKind, JobState, SettlementEvent
+from judging.timing import retry_backoff
+
+logger = logging.getLogger("kece.jobs")
+
+# Outbox event types. Handlers recompute from committed truth, so the suffix only keeps
+# (job, event_type) unique when a judged job's submission is later deleted.
+PROBLEM_STATS = "problem_stats"
+PRACTICE_BEST = "practice_best"
+DELETED_SUFFIX = ".deleted"
+
+
+def _clear_lease(job) -> None:
+    job.node_id = None
+    job.host_group_id = None
+    job.session_epoch = None
+    job.lease_until = None
+    job.progress_phase = ""
+    job.progress_testcase = None
+
+
+def record_settlement(job, *, node_id: int, lease_epoch: int, digest: str, status: str) -> None:
+    job.settled_lease_epoch = lease_epoch
+    job.settled_node_id = node_id
+    job.settled_digest = digest
+    job.settled_status = status
+
+
+def settlement_events(job, submission, *, now, suffix: str = "") -> list[SettlementEvent]:
+    if job.kind != JobKind.JUDGE or submission is None:
+        return []
+    payload = {
+        "userId": submission.user_id,
+        "problemId": submission.problem_id,
+        "submissionType": job.submission_type,
+        "submissionId": job.submission_id,
+        "practiceId": submission.lesson_practice_id,
+    }
+    events = [SettlementEvent(job=job, event_type=PROBLEM_STATS + suffix, payload=payload,
+                              next_attempt_at=now, created_at=now)]
+    if submission.lesson_practice_id:
+        events.append(SettlementEvent(job=job, event_type=PRACTICE_BEST + suffix, payload=payload,
+                                      next_attempt_at=now, created_at=now))
+    return events
+
+
+def write_events(job, submission, *, now, suffix: str = "") -> None:
+    events = settlement_events(job, submission, now=now, suffix=suffix)
+    if events:
+        SettlementEvent.objects.bulk_create(events)
+
+
+def requeue(job, *, now, error: str, message: str = "", refund: bool = False, delay=None) -> None:
+    """Back to QUEUED, keeping the job id; the next claim raises the lease epoch."""
+    job.state = JobState.QUEUED
+    job.available_at = now + (delay if delay is not None else retry_backoff(job.attempts))
+    if refund:
+        job.attempts = max(job.attempts - 1, 0)
+    job.error = error
+    job.error_message = message[:2000]
+    _clear_lease(job)
+    job.save(update_fields=[
+        "state", "available_at", "attempts", "error", "error_message", "node_id", "host_group_id",
+        "session_epoch", "lease_until", "progress_phase", "progress_testcase",
+        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
+    ])
+    logger.info("job requeued", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+                                        "attempt": job.attempts, "availableAt": job.available_at.isoformat()})
+
+
+def attempts_exhausted(job) -> bool:
+    return job.attempts >= settings.KECE_MAX_ATTEMPTS
+
+
+def fail(job, submission, *, now, error: str, message: str = "") -> None:
+    """Terminal FAILED: the user sees SYSTEM_ERROR. `submission` must be locked (or None
+    for a diagnostic job)."""
+    job.state = JobState.FAILED
+    job.finished_at = now
+    job.error = error
+    job.error_message = message[:2000]
+    job.lease_until = None
+    job.save(update_fields=[
+        "state", "finished_at", "error", "error_message", "lease_until",
+        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
+    ])
+    if submission is not None and submission.current_judge_job_id == job.pk:
+        # The effective result of this generation is SYSTEM_ERROR: no verdict, no score.
+        submission.verdict = None
+        submission.score = None
+        submission.time_ms = None
+        submission.memory_kb = None
+        submission.cases = []
+        submission.compile_output = ""
+        submission.judged_generation = job.generation
+        submission.judged_at = now
+        submission.save(update_fields=["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
+                                       "judged_generation", "judged_at"])
+        write_events(job, submission, now=now)
+    if job.kind == JobKind.DIAGNOSTIC:
+        from nodes.checks import self_check_failed
+
+        self_check_failed(job, now=now, error=error, message=message)
+    logger.warning("job failed", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+                                         "attempt": job.attempts})
+
+
+def infra_failure(job, submission, *, now, error: str, message: str = "") -> str:
+    """An attempt ended without a judgement: retry with backoff, or fail at the limit."""
+    if attempts_exhausted(job):
+        fail(job, submission, now=now, error=error, message=message)
+        return "failed"
+    requeue(job, now=now, error=error, message=message)
+    return "requeued"
+
+
+def cancel(job, *, now, reason: str) -> None:
+    """Superseded by a rejudge or deleted: its lease is dead, late results are refused."""
+    job.state = JobState.CANCELLED
+    job.finished_at = now
+    job.error = reason
+    job.lease_until = None
+    job.save(update_fields=["state", "finished_at", "error", "lease_until", "updated_at"])
+    logger.info("job cancelled", extra={"job": job.pk, "lease": job.lease_epoch, "reason": reason})

@@ -1,0 +1,126 @@
+"""Problem packages: import a folder into an immutable, content-addressed manifest version."""
+
+import json
+import logging
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Max
+
+from judging import artifacts
+from judging.models import Manifest, Problem, ProblemKind
+from pools.registry import ALGO_LANGUAGES
+
+logger = logging.getLogger("kece.problems")
+
+
+class PackageError(Exception):
+    """The problem package is malformed; the message says where."""
+
+
+def _file(directory: Path, name, what: str) -> dict:
+    if not isinstance(name, str) or not name:
+        raise PackageError(f"{what}: a file name is required")
+    path = (directory / name).resolve()
+    if directory.resolve() not in path.parents:
+        raise PackageError(f"{what}: {name!r} is outside the package folder")
+    if not path.is_file():
+        raise PackageError(f"{what}: file {name!r} does not exist")
+    return artifacts.store_file(path)
+
+
+def _positive_int(spec: dict, key: str, default=None) -> int:
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise PackageError(f"{key} must be a positive integer")
+    return value
+
+
+def _read_spec(directory: Path) -> dict:
+    try:
+        spec = json.loads((directory / "problem.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PackageError(f"{directory}/problem.json does not exist") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PackageError(f"problem.json is not valid JSON: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise PackageError("problem.json must hold an object")
+    return spec
+
+
+def _cases(directory: Path, spec: dict, kind: str) -> list[dict]:
+    raw = spec.get("cases") or []
+    if not isinstance(raw, list):
+        raise PackageError("cases must be a list")
+    if kind == ProblemKind.ALGO and not raw:
+        raise PackageError("an ALGO problem needs at least one case")
+    cases = []
+    for ordinal, case in enumerate(raw, start=1):
+        if not isinstance(case, dict):
+            raise PackageError(f"case {ordinal} must be an object")
+        weight = case.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight < 0:
+            raise PackageError(f"case {ordinal}: weight must be a non-negative integer")
+        cases.append({
+            "ordinal": ordinal, "weight": weight,
+            "input": _file(directory, case.get("input"), f"case {ordinal} input"),
+            "output": _file(directory, case.get("output"), f"case {ordinal} output"),
+        })
+    if cases and sum(c["weight"] for c in cases) != 100:
+        raise PackageError("case weights must add up to 100")
+    return cases
+
+
+def _sql(directory: Path, spec: dict) -> dict:
+    sql = spec.get("sql")
+    if not isinstance(sql, dict):
+        raise PackageError("a SQL problem needs an sql object")
+    if sql.get("dialect", "mysql") != "mysql":
+        raise PackageError("sql.dialect must be mysql")
+    result = {"dialect": "mysql", "ordered": bool(sql.get("ordered", False))}
+    for key in ("schema", "answer"):
+        result[key] = _file(directory, sql.get(key), f"sql.{key}")
+    for key in ("seed", "check"):
+        result[key] = _file(directory, sql[key], f"sql.{key}") if sql.get(key) else None
+    return result
+
+
+def problem_import(directory) -> tuple[Problem, Manifest]:
+    """Import `directory`; the same slug again publishes the next manifest version.
+
+    Files go to the content store before the transaction (idempotent, content-addressed);
+    the problem row and the new manifest are written in one transaction. Jobs created
+    earlier keep the manifest they were created with.
+    """
+    directory = Path(directory)
+    spec = _read_spec(directory)
+    slug, title, kind = spec.get("slug"), spec.get("title"), spec.get("kind")
+    if not isinstance(slug, str) or not slug or len(slug) > 100:
+        raise PackageError("slug is required (at most 100 characters)")
+    if kind not in ProblemKind.values:
+        raise PackageError("kind must be ALGO or SQL")
+    languages = spec.get("languages") or (["mysql"] if kind == ProblemKind.SQL else [])
+    allowed = ["mysql"] if kind == ProblemKind.SQL else list(ALGO_LANGUAGES)
+    if not isinstance(languages, list) or not languages or any(lang not in allowed for lang in languages):
+        raise PackageError(f"languages must be a non-empty subset of {allowed}")
+    limits = {
+        "time_limit_ms": _positive_int(spec, "timeLimitMs"),
+        "memory_limit_mb": _positive_int(spec, "memoryLimitMb"),
+        "output_limit_kb": _positive_int(spec, "outputLimitKb", 65536),
+    }
+    cases = _cases(directory, spec, kind)
+    sql = _sql(directory, spec) if kind == ProblemKind.SQL else None
+
+    with transaction.atomic(durable=True):
+        problem, _ = Problem.objects.get_or_create(slug=slug, defaults={"title": title or slug, "kind": kind})
+        if problem.kind != kind:
+            raise PackageError(f"problem {slug} is {problem.kind}; a package cannot change its kind")
+        version = (Manifest.objects.filter(problem=problem).aggregate(v=Max("version"))["v"] or 0) + 1
+        manifest = Manifest.objects.create(problem=problem, version=version, languages=languages, cases=cases,
+                                           sql=sql, **limits)
+        problem.title = title or slug
+        problem.current_manifest = manifest
+        problem.save(update_fields=["title", "current_manifest", "updated_at"])
+    logger.info("problem imported", extra={"problem": problem.pk, "slug": slug, "manifest": manifest.pk,
+                                           "version": version, "cases": len(cases)})
+    return problem, manifest

@@ -1,0 +1,70 @@
+"""rejudge and delete: both lock the submission first, then its current job."""
+
+import logging
+
+from django.db import transaction
+
+from judging.locking import lock_job, lock_submission
+from judging.models import SUBMISSION_MODELS, JobState, JudgeJob
+from judging.services import outcomes
+from judging.services.snapshot import job_snapshot
+from judging.wakeups import publish_after_commit
+from kece.errors import NotFound
+from pools.registry import runtime_spec
+
+logger = logging.getLogger("kece.rejudge")
+
+
+def _locked_live_submission(submission_type: str, submission_id: int):
+    if submission_type not in SUBMISSION_MODELS:
+        raise NotFound()
+    submission = lock_submission(submission_type, submission_id)
+    if submission is None or submission.deleted_at is not None:
+        raise NotFound()
+    return submission
+
+
+def submission_rejudge(*, submission_type: str, submission_id: int, now) -> JudgeJob:
+    """Judge again as a new generation against the problem's current test data.
+
+    The old job, if still active, is cancelled: its renewals answer `cancelled` and its
+    late result is refused as `superseded` because the pointer has moved on. The current
+    effective result stays until the new generation settles.
+    """
+    with transaction.atomic(durable=True):
+        submission = _locked_live_submission(submission_type, submission_id)
+        old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
+        if old is not None and old.state in JobState.ACTIVE:
+            outcomes.cancel(old, now=now, reason="superseded")
+        problem = submission.problem
+        manifest = problem.current_manifest
+        pool = submission.language
+        source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
+        job = JudgeJob.objects.create(
+            submission_type=submission_type, submission_id=submission_id,
+            generation=(old.generation if old else 0) + 1,
+            pool=pool, runtime_spec=runtime_spec(pool).id, manifest=manifest,
+            snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
+                                  source=source),
+            lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
+        )
+        type(submission).objects.filter(pk=submission_id).update(current_judge_job=job)
+        publish_after_commit(pool)
+    logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
+                                         "generation": job.generation})
+    return job
+
+
+def submission_delete(*, submission_type: str, submission_id: int, now) -> None:
+    """Delete (hide) a submission: its active job is cancelled and late results refused;
+    statistics are recomputed without it through the outbox."""
+    with transaction.atomic(durable=True):
+        submission = _locked_live_submission(submission_type, submission_id)
+        job = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
+        if job is not None and job.state in JobState.ACTIVE:
+            outcomes.cancel(job, now=now, reason="deleted")
+        submission.deleted_at = now
+        submission.save(update_fields=["deleted_at"])
+        if job is not None:
+            outcomes.write_events(job, submission, now=now, suffix=outcomes.DELETED_SUFFIX)
+    logger.info("submission deleted", extra={"submission": f"{submission_type}:{submission_id}"})

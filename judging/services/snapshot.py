@@ -1,0 +1,39 @@
+"""The job snapshot: everything judging needs, frozen when the job is created."""
+
+from judging.models import Manifest, Problem
+from pools.registry import runtime_spec
+
+
+def job_snapshot(*, problem: Problem, manifest: Manifest, pool: str, language: str, source: dict) -> dict:
+    return {
+        "problemId": problem.pk,
+        "problemSlug": problem.slug,
+        "problemKind": problem.kind,
+        "language": language,
+        "manifestId": manifest.pk,
+        "manifestVersion": manifest.version,
+        "source": {"language": language, "digest": source["digest"], "bytes": source["bytes"]},
+        "limits": {
+            "timeLimitMs": manifest.time_limit_ms,
+            "memoryLimitMb": manifest.memory_limit_mb,
+            "outputLimitKb": manifest.output_limit_kb,
+        },
+        "cases": manifest.cases,
+        "sql": manifest.sql,
+        "runtimeSpec": runtime_spec(pool).as_snapshot(),
+    }
+
+
+def snapshot_digests(snapshot: dict) -> set[str]:
+    """Every artifact digest a job may download: its source, case files and SQL files."""
+    digests = set()
+    source = snapshot.get("source") or {}
+    if source.get("digest"):
+        digests.add(source["digest"])
+    for case in snapshot.get("cases") or []:
+        digests.add(case["input"]["digest"])
+        digests.add(case["output"]["digest"])
+    for entry in (snapshot.get("sql") or {}).values():
+        if isinstance(entry, dict) and entry.get("digest"):
+            digests.add(entry["digest"])
+    return digests

@@ -1,0 +1,147 @@
+"""Domain errors and their contract envelope: `{"error": code, "detail": text}` (API.md)."""
+
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger("kece.errors")
+
+
+class DomainError(Exception):
+    status = 400
+    code = "invalid"
+    default_detail = "The request is invalid."
+
+    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int | None = None):
+        self.detail = detail or self.default_detail
+        self.fields = fields
+        self.retry_after = retry_after
+        super().__init__(self.detail)
+
+    def envelope(self) -> dict:
+        body = {"error": self.code, "detail": self.detail}
+        if self.fields:
+            body["fields"] = self.fields
+        return body
+
+
+class Invalid(DomainError):
+    pass
+
+
+class Unauthenticated(DomainError):
+    status, code, default_detail = 401, "unauthenticated", "Authentication credentials were missing or invalid."
+
+
+class InvalidJoinCode(DomainError):
+    status, code, default_detail = 401, "invalid_join_code", "The join code is unknown, expired or already used."
+
+
+class Forbidden(DomainError):
+    status, code, default_detail = 403, "forbidden", "You do not have permission to do this."
+
+
+class NotFound(DomainError):
+    status, code, default_detail = 404, "not_found", "Not found."
+
+
+class NotInManifest(DomainError):
+    status, code, default_detail = 404, "not_in_manifest", "This digest is not part of the job."
+
+
+class SessionSuperseded(DomainError):
+    status, code, default_detail = 409, "session_superseded", "This session is no longer the node's current one."
+
+
+class LeaseLost(DomainError):
+    status, code, default_detail = 409, "lease_lost", "This node does not hold a live lease on the job."
+
+
+class Superseded(DomainError):
+    status, code, default_detail = 409, "superseded", "A newer job replaced this one (rejudge or cancel)."
+
+
+class ResultConflict(DomainError):
+    status, code, default_detail = 409, "result_conflict", "This lease already settled with a different result."
+
+
+class RevisionConflict(DomainError):
+    status, code, default_detail = 409, "revision_conflict", "The record changed since that revision; reload it."
+
+
+class NotVerified(DomainError):
+    status, code, default_detail = (
+        409, "not_verified", "The node needs a passing self-check for its current revision and a fresh heartbeat.",
+    )
+
+
+class Busy(DomainError):
+    status, code, default_detail = 409, "busy", "A check is already running for this node."
+
+
+class TooLarge(DomainError):
+    status, code, default_detail = 413, "too_large", "The request body is too large."
+
+
+class Throttled(DomainError):
+    status, code, default_detail = 429, "throttled", "Too many requests; retry later."
+
+
+class Unavailable(DomainError):
+    status, code, default_detail = 503, "unavailable", "A dependency is unavailable; retry later."
+
+
+def error_response(error: DomainError) -> Response:
+    response = Response(error.envelope(), status=error.status)
+    if error.retry_after is not None:
+        response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _from_drf(exc) -> DomainError | None:
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        return Unauthenticated(str(exc.detail))
+    if isinstance(exc, drf.PermissionDenied):
+        return Forbidden(str(exc.detail))
+    if isinstance(exc, drf.NotFound | Http404):
+        return NotFound()
+    if isinstance(exc, drf.Throttled):
+        return Throttled(str(exc.detail), retry_after=int(exc.wait or 1))
+    if isinstance(exc, drf.ParseError):
+        return Invalid(f"Malformed request body: {exc.detail}")
+    if isinstance(exc, drf.UnsupportedMediaType):
+        return Invalid(str(exc.detail))
+    if isinstance(exc, drf.MethodNotAllowed):
+        error = Invalid(str(exc.detail))
+        error.status, error.code = 405, "method_not_allowed"
+        return error
+    if isinstance(exc, drf.NotAcceptable):
+        error = Invalid(str(exc.detail))
+        error.status, error.code = 406, "not_acceptable"
+        return error
+    if isinstance(exc, drf.ValidationError):
+        detail = exc.detail
+        if isinstance(detail, dict):
+            return Invalid("Some fields are invalid.", fields=detail)
+        return Invalid("; ".join(str(d) for d in detail) if isinstance(detail, list) else str(detail))
+    if isinstance(exc, PermissionDenied):
+        return Forbidden()
+    if isinstance(exc, drf.APIException):
+        error = Invalid(str(exc.detail))
+        error.status = exc.status_code
+        return error
+    return None
+
+
+def exception_handler(exc, context):
+    """DRF's exception handler: every error in the contract's envelope."""
+    error = exc if isinstance(exc, DomainError) else _from_drf(exc)
+    if error is None:
+        return None  # unexpected: let it surface (logged) rather than hide a bug
+    response = error_response(error)
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        response["WWW-Authenticate"] = 'Bearer realm="kece"'
+    return response

@@ -1,0 +1,31 @@
+import logging
+
+from django.conf import settings
+
+logger = logging.getLogger("kece.lifespan")
+
+
+async def serve_lifespan(receive, send):
+    scheduler = None
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                from kece.startup import check_single_process_sqlite
+
+                check_single_process_sqlite()
+                if settings.KECE_IN_PROCESS_SCHEDULER:
+                    from kece.scheduler import InProcessScheduler
+
+                    scheduler = InProcessScheduler()
+                    scheduler.start()
+            except Exception as exc:
+                logger.exception("startup failed")
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if scheduler is not None:
+                scheduler.stop()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,67 @@
+"""Periodic work: Celery beat in production, a thread in the web process otherwise.
+
+Both run the same steps from `kece.periodic` at the intervals of ARCHITECTURE §4.
+"""
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+
+logger = logging.getLogger("kece.scheduler")
+
+
+def PERIODIC_TASKS():
+    """(celery task name, interval in seconds) for beat."""
+    return [
+        ("judging.reap_expired_leases", settings.KECE_REAP_INTERVAL_MS / 1000),
+        ("judging.dispatch_settlement_events", settings.KECE_EVENT_INTERVAL_MS / 1000),
+        ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
+    ]
+
+
+def _steps():
+    from kece import periodic
+    from pools import snapshot
+
+    return [
+        (periodic.reap_step, settings.KECE_REAP_INTERVAL_MS / 1000),
+        (periodic.events_step, settings.KECE_EVENT_INTERVAL_MS / 1000),
+        (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
+    ]
+
+
+class InProcessScheduler:
+    """One daemon thread that runs each due step in turn; stop() ends it promptly."""
+
+    def __init__(self, steps=None):
+        self._steps = steps
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self):
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="kece-scheduler", daemon=True)
+        self._thread.start()
+        logger.info("in-process scheduler started")
+
+    def stop(self, timeout: float = 5.0):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self):
+        from kece.periodic import run_guarded
+
+        steps = self._steps or _steps()
+        next_due = [time.monotonic()] * len(steps)
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for index, (step, interval) in enumerate(steps):
+                if now >= next_due[index]:
+                    run_guarded(step)
+                    next_due[index] = time.monotonic() + interval
+            self._stop.wait(max(0.05, min(next_due) - time.monotonic()))

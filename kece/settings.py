@@ -1,0 +1,214 @@
+"""Settings, read strictly from the environment (ARCHITECTURE §8).
+
+Defaults are the embedded mode: SQLite in the project, in-process wake-ups, cache and
+scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
+"""
+
+import sys
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+
+def _secret(name: str, default=None):
+    """A secret from NAME, or from the file named by NAME_FILE (container secrets)."""
+    path = env.str(f"{name}_FILE", default="")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from exc
+    return env.str(name, default=default)
+
+
+def _positive_ms(name: str, default: int) -> int:
+    value = env.int(name, default=default)
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a positive number of milliseconds, got {value}")
+    return value
+
+
+DEBUG = env.bool("DEBUG", default=False)
+TESTING = env.bool("KECE_TESTING", default="pytest" in sys.modules)
+
+SECRET_KEY = _secret("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not (DEBUG or TESTING):
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=1")
+    SECRET_KEY = "kece-development-only-secret-key-not-for-production"
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if (DEBUG or TESTING) else [])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "kece",
+    "pools",
+    "nodes",
+    "judging",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+# Paths of the contract never end in a slash and never redirect.
+APPEND_SLASH = False
+
+ROOT_URLCONF = "kece.urls"
+ASGI_APPLICATION = "kece.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'kece.sqlite3'}")}
+DATABASE_VENDOR = "sqlite" if DATABASES["default"]["ENGINE"].endswith("sqlite3") else "mysql"
+if DATABASE_VENDOR == "sqlite":
+    # SQLite ignores row locks: one writer at a time (IMMEDIATE) keeps claims correct, WAL
+    # keeps readers off the writer's back. Serial, but right (ARCHITECTURE §7).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+        }
+    )
+else:
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options.setdefault("isolation_level", "read committed")
+    options.setdefault("charset", "utf8mb4")
+    DATABASES["default"].setdefault("TEST", {})
+    DATABASES["default"]["TEST"].setdefault("CHARSET", "utf8mb4")
+    DATABASES["default"]["TEST"].setdefault("COLLATION", "utf8mb4_unicode_ci")
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("KECE_CONN_MAX_AGE", default=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis: cache, wake-ups, celery broker ---------------------------------------------
+
+REDIS_URL = env.str("REDIS_URL", default="")
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "kece"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Without Redis the web process runs the periodic work itself (reaper, events, snapshot).
+KECE_IN_PROCESS_SCHEDULER = env.bool("KECE_IN_PROCESS_SCHEDULER", default=not REDIS_URL)
+
+# --- auth, i18n, static ------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/admin/login/"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # the contract's 1 MiB body limit
+
+# --- KECE ----------------------------------------------------------------------------------
+
+KECE_ARTIFACT_ROOT = Path(env.str("KECE_ARTIFACT_ROOT", default=str(BASE_DIR / "var" / "artifacts")))
+KECE_LEASE_TTL_MS = _positive_ms("KECE_LEASE_TTL_MS", 60000)
+KECE_RENEW_INTERVAL_MS = _positive_ms("KECE_RENEW_INTERVAL_MS", 15000)
+KECE_HEARTBEAT_INTERVAL_MS = _positive_ms("KECE_HEARTBEAT_INTERVAL_MS", 10000)
+KECE_OFFLINE_AFTER_MS = _positive_ms("KECE_OFFLINE_AFTER_MS", 30000)
+KECE_CLAIM_WAIT_MS = _positive_ms("KECE_CLAIM_WAIT_MS", 15000)
+KECE_REAP_INTERVAL_MS = _positive_ms("KECE_REAP_INTERVAL_MS", 5000)
+KECE_EVENT_INTERVAL_MS = _positive_ms("KECE_EVENT_INTERVAL_MS", 2000)
+KECE_SNAPSHOT_INTERVAL_MS = _positive_ms("KECE_SNAPSHOT_INTERVAL_MS", 5000)
+KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
+KECE_RETRY_BACKOFF_MS = _positive_ms("KECE_RETRY_BACKOFF_MS", 2000)
+KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
+if KECE_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
+if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:
+    raise ImproperlyConfigured("KECE_RENEW_INTERVAL_MS must be shorter than KECE_LEASE_TTL_MS")
+
+# Out-of-order row locks raise instead of logging. Always on in tests.
+KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG or TESTING)
+
+_default_networks = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+if DEBUG or TESTING:
+    _default_networks += ["127.0.0.0/8", "::1/128"]
+KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
+KECE_PROBE_ALLOWED_PORTS = [int(p) for p in env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"])]
+
+# --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
+
+LOG_LEVEL = env.str("KECE_LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"kv": {"()": "kece.logging.KeyValueFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "kece": {"level": LOG_LEVEL},
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "kece.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "KECE judge control plane",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}

@@ -1,0 +1,153 @@
+from django.conf import settings
+from django.db import models
+
+from pools.registry import POOL_CHOICES
+
+
+class HostGroupStatus(models.TextChoices):
+    ACTIVE = "ACTIVE"
+    DISABLED = "DISABLED"
+
+
+class JudgeHostGroup(models.Model):
+    """One physical machine: the nodes on it share its slot budget."""
+
+    name = models.CharField(max_length=100, unique=True)
+    host_id = models.CharField(max_length=200)
+    total_slots = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=HostGroupStatus.choices, default=HostGroupStatus.ACTIVE)
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "judge_host_group"
+
+    def __str__(self):
+        return self.name
+
+
+class DesiredState(models.TextChoices):
+    PENDING_VERIFICATION = "PENDING_VERIFICATION"
+    ENABLED = "ENABLED"
+    DRAINING = "DRAINING"
+    DISABLED = "DISABLED"
+
+
+class ObservedState(models.TextChoices):
+    OFFLINE = "offline"
+    UNHEALTHY = "unhealthy"
+    BUSY = "busy"
+    READY = "ready"
+    DRAINING = "draining"
+    DISABLED = "disabled"
+    UNVERIFIED = "unverified"
+
+
+class CheckStatus(models.TextChoices):
+    NONE = "NONE"
+    RUNNING = "RUNNING"
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+
+
+class JudgeNode(models.Model):
+    """One agent process serving one pool, with its own credential, session and slots."""
+
+    pool = models.CharField(max_length=16, choices=POOL_CHOICES)
+    # db_constraint=False: InnoDB's foreign-key check takes a shared lock on the parent
+    # row, an acquisition the lock helper cannot see or order.
+    host_group = models.ForeignKey(JudgeHostGroup, on_delete=models.PROTECT, db_constraint=False, related_name="nodes")
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.CharField(max_length=300)
+    desired_state = models.CharField(
+        max_length=24, choices=DesiredState.choices, default=DesiredState.PENDING_VERIFICATION
+    )
+    max_slots = models.PositiveIntegerField()
+    local_slots = models.PositiveIntegerField(default=0)
+    running_reported = models.PositiveIntegerField(default=0)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    runtime_spec = models.CharField(max_length=64, blank=True, default="")
+    health_ok = models.BooleanField(default=False)
+    health_checks = models.JSONField(default=dict, blank=True)
+    self_check_status = models.CharField(max_length=16, choices=CheckStatus.choices, default=CheckStatus.NONE)
+    self_check_revision = models.PositiveIntegerField(null=True, blank=True)
+    self_check_runtime_spec = models.CharField(max_length=64, blank=True, default="")
+    self_check_finished_at = models.DateTimeField(null=True, blank=True)
+    # Bumped when address, pool, host group or image changes: a self-check is only good
+    # for the config revision it ran against.
+    config_revision = models.PositiveIntegerField(default=1)
+    session_epoch = models.PositiveIntegerField(default=0)
+    session_open = models.BooleanField(default=False)
+    credential_digest = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    probe_key = models.CharField(max_length=128, blank=True, default="")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "judge_node"
+        permissions = [("manage_judgers", "Can register, check, enable, drain and revoke judge nodes")]
+
+    def __str__(self):
+        return f"{self.name} ({self.pool})"
+
+
+class JoinCode(models.Model):
+    node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="join_codes")
+    code_digest = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "judge_join_code"
+
+
+class NodeAudit(models.Model):
+    """Who changed which node, from what to what, on which revision, when."""
+
+    node = models.ForeignKey(JudgeNode, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
+                             related_name="audit")
+    host_group = models.ForeignKey(JudgeHostGroup, null=True, blank=True, on_delete=models.SET_NULL,
+                                   db_constraint=False, related_name="audit")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    action = models.CharField(max_length=40)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    revision = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "judge_node_audit"
+        ordering = ["-created_at", "-id"]
+
+
+class NodeCheck(models.Model):
+    """One run of the connectivity check followed by the node's self-check."""
+
+    class Status(models.TextChoices):
+        RUNNING = "RUNNING"
+        PASSED = "PASSED"
+        FAILED = "FAILED"
+
+    node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="checks")
+    kind = models.CharField(max_length=32, default="connectivity+self-check")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    items = models.JSONField(default=list, blank=True)
+    config_revision = models.PositiveIntegerField()
+    runtime_spec = models.CharField(max_length=64, blank=True, default="")
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    job_id = models.BigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "judge_node_check"
+        ordering = ["-started_at", "-id"]

@@ -1,0 +1,369 @@
+"""Node life: register, join, session, heartbeat, enable/drain/disable, revoke, rotate.
+
+Writes that change what a node may claim lock the node row, which claim, renew and settle
+lock too, so a drain or revoke is never interleaved with a claim half-way.
+"""
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from judging.identity import credential_digest
+from judging.locking import lock_host_group, lock_node
+from judging.services.leases import release_node_leases
+from judging.timing import offline_after
+from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, SessionSuperseded, \
+    Unauthenticated
+from nodes.models import DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit
+from nodes.probe import normalize_base_url
+from pools.registry import POOLS
+
+logger = logging.getLogger("kece.nodes")
+
+JOIN_CODE_TTL = timedelta(minutes=10)
+PROTOCOL_VERSION = 1
+MAX_SLOTS_LIMIT = 256
+
+
+def _audit(*, node=None, host_group=None, actor, action: str, before: dict, after: dict, revision=None):
+    NodeAudit.objects.create(
+        node=node, host_group=host_group, actor=actor if getattr(actor, "pk", None) else None,
+        actor_name=getattr(actor, "username", "") or (actor if isinstance(actor, str) else ""),
+        action=action, before=before, after=after, revision=revision,
+    )
+
+
+def _node_fields(node, names) -> dict:
+    values = {}
+    for name in names:
+        value = getattr(node, name)
+        values[name] = value.isoformat() if hasattr(value, "isoformat") else value
+    return values
+
+
+# --- join codes and credentials ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IssuedJoinCode:
+    code: str
+    expires_at: object
+
+
+def _issue_join_code(node, *, actor, now) -> IssuedJoinCode:
+    # 192 random bits; only the digest is kept. Earlier unused codes stop working.
+    code = secrets.token_urlsafe(24)
+    JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
+    expires_at = now + JOIN_CODE_TTL
+    JoinCode.objects.create(node=node, code_digest=credential_digest(code), expires_at=expires_at,
+                            created_by=actor if getattr(actor, "pk", None) else None)
+    return IssuedJoinCode(code, expires_at)
+
+
+def node_issue_join_code(*, node_id: int, actor, now, action: str = "join_code") -> IssuedJoinCode:
+    """A new one-time join code (also how a credential is rotated: the old credential keeps
+    working until the node joins with the new code)."""
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        if node is None:
+            raise NotFound()
+        issued = _issue_join_code(node, actor=actor, now=now)
+        _audit(node=node, actor=actor, action=action, before={}, after={"joinCodeExpiresAt": issued.expires_at.isoformat()},
+               revision=node.revision)
+    return issued
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    agent_version: str
+    runtime_spec: str
+    local_slots: int
+
+
+def _apply_agent_report(node, report: AgentReport, *, now) -> None:
+    node.agent_version = report.agent_version[:64]
+    node.runtime_spec = report.runtime_spec[:64]
+    node.local_slots = report.local_slots
+    node.last_heartbeat_at = now
+
+
+def _new_session(node, report: AgentReport, *, now, reason: str) -> int:
+    """Open the next session; the previous session's leases are released at once."""
+    released = release_node_leases(node, now=now, reason=reason)
+    node.session_epoch += 1
+    node.session_open = True
+    _apply_agent_report(node, report, now=now)
+    return released
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    node: JudgeNode
+    credential: str
+    probe_key: str
+
+
+def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
+    """Exchange a one-time join code for a credential, a probe key and a first session.
+
+    Unknown, expired, superseded and used codes get the same answer. The code is consumed
+    by a guarded UPDATE under the node lock, so two agents racing with one code cannot
+    both join.
+    """
+    digest = credential_digest(join_code or "")
+    node_id = JoinCode.objects.filter(code_digest=digest).values_list("node_id", flat=True).first()
+    if node_id is None:
+        raise InvalidJoinCode()
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        consumed = JoinCode.objects.filter(
+            code_digest=digest, used_at__isnull=True, superseded_at__isnull=True, expires_at__gt=now
+        ).update(used_at=now)
+        if node is None or not consumed:
+            raise InvalidJoinCode()
+        credential = secrets.token_urlsafe(32)
+        probe_key = secrets.token_urlsafe(32)
+        node.credential_digest = credential_digest(credential)
+        node.probe_key = probe_key
+        node.revoked_at = None
+        released = _new_session(node, report, now=now, reason="session_replaced")
+        node.save()
+    logger.info("node joined", extra={"node": node.pk, "pool": node.pool, "session": node.session_epoch,
+                                      "released": released})
+    return JoinResult(node, credential, probe_key)
+
+
+def authenticate_node(credential: str):
+    """The node holding this credential, or None. Lookup is by digest (an index), then the
+    digest itself is compared in constant time."""
+    if not credential:
+        return None
+    digest = credential_digest(credential)
+    node = JudgeNode.objects.filter(credential_digest=digest, revoked_at__isnull=True).first()
+    if node is None or not secrets.compare_digest(node.credential_digest, digest):
+        return None
+    return node
+
+
+def node_session_open(*, node_id: int, credential_digest_value: str, report: AgentReport, now) -> JudgeNode:
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:
+            raise Unauthenticated("The node credential is unknown or revoked.")
+        released = _new_session(node, report, now=now, reason="session_replaced")
+        node.save()
+    logger.info("node session opened", extra={"node": node.pk, "session": node.session_epoch, "released": released})
+    return node
+
+
+@dataclass(frozen=True)
+class HeartbeatReport:
+    report: AgentReport
+    running: int
+    health_ok: bool
+    health_checks: dict
+
+
+def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch: int, beat: HeartbeatReport,
+                   now) -> JudgeNode:
+    """Record a heartbeat at the server's receive time; one guarded UPDATE, no lock held."""
+    updated = JudgeNode.objects.filter(
+        pk=node_id, credential_digest=credential_digest_value, revoked_at__isnull=True,
+        session_epoch=session_epoch, session_open=True,
+    ).update(
+        last_heartbeat_at=now, agent_version=beat.report.agent_version[:64],
+        runtime_spec=beat.report.runtime_spec[:64], local_slots=beat.report.local_slots,
+        running_reported=beat.running, health_ok=beat.health_ok, health_checks=beat.health_checks,
+    )
+    node = JudgeNode.objects.filter(pk=node_id).first()
+    if not updated:
+        if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:
+            raise Unauthenticated("The node credential is unknown or revoked.")
+        raise SessionSuperseded()
+    return node
+
+
+# --- admin writes -------------------------------------------------------------------------------
+
+AUDITED_FIELDS = ("name", "pool", "base_url", "host_group_id", "max_slots", "desired_state", "config_revision")
+
+
+def _check_slots(max_slots) -> int:
+    if not isinstance(max_slots, int) or isinstance(max_slots, bool) or not 1 <= max_slots <= MAX_SLOTS_LIMIT:
+        raise Invalid(f"maxSlots must be an integer from 1 to {MAX_SLOTS_LIMIT}.", fields={"maxSlots": ["out of range"]})
+    return max_slots
+
+
+def _check_name(name) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        raise Invalid("name must be 1…100 characters.", fields={"name": ["invalid"]})
+    return name.strip()
+
+
+def _host_group(host_group_id) -> JudgeHostGroup:
+    group = JudgeHostGroup.objects.filter(pk=host_group_id).first() if isinstance(host_group_id, int) else None
+    if group is None:
+        raise Invalid("Unknown host group.", fields={"hostGroupId": ["unknown host group"]})
+    return group
+
+
+def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now):
+    """A new node, pending verification, and its one-time join code (shown once)."""
+    if pool not in POOLS:
+        raise Invalid(f"pool must be one of {', '.join(POOLS)}.", fields={"pool": ["unknown pool"]})
+    name = _check_name(name)
+    max_slots = _check_slots(max_slots)
+    url = normalize_base_url(base_url)
+    group = _host_group(host_group_id)
+    if JudgeNode.objects.filter(name=name).exists():
+        raise Invalid("A node with this name exists.", fields={"name": ["already taken"]})
+    with transaction.atomic(durable=True):
+        node = JudgeNode.objects.create(name=name, pool=pool, base_url=url, host_group=group, max_slots=max_slots)
+        issued = _issue_join_code(node, actor=actor, now=now)
+        _audit(node=node, actor=actor, action="register", before={}, after=_node_fields(node, AUDITED_FIELDS),
+               revision=node.revision)
+    logger.info("node registered", extra={"node": node.pk, "pool": pool, "actor": getattr(actor, "username", "")})
+    return node, issued
+
+
+def heartbeat_is_fresh(node, *, now) -> bool:
+    return node.last_heartbeat_at is not None and node.last_heartbeat_at >= now - offline_after()
+
+
+def _enable_gate(node, *, now) -> None:
+    if not heartbeat_is_fresh(node, now=now) or not node.session_open:
+        raise NotVerified("The node has no fresh heartbeat.")
+    from nodes.checks import self_check_passed_for_current_config
+
+    if not self_check_passed_for_current_config(node):
+        raise NotVerified("The node has no passing self-check for its current configuration.")
+
+
+SETTABLE_STATES = (DesiredState.ENABLED, DesiredState.DRAINING, DesiredState.DISABLED)
+
+
+def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNode:
+    """Apply an admin PATCH based on `revision`; a stale revision is refused.
+
+    Changing the address bumps the config revision and sends the node back to
+    verification: its earlier self-check no longer speaks for it.
+    """
+    if "desired_state" in changes and changes["desired_state"] not in SETTABLE_STATES:
+        raise Invalid("desiredState must be ENABLED, DRAINING or DISABLED.", fields={"desiredState": ["invalid"]})
+    if "name" in changes:
+        changes["name"] = _check_name(changes["name"])
+    if "max_slots" in changes:
+        _check_slots(changes["max_slots"])
+    if "base_url" in changes:
+        changes["base_url"] = normalize_base_url(changes["base_url"])
+    if "host_group_id" in changes:
+        _host_group(changes["host_group_id"])
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        if node is None:
+            raise NotFound()
+        if revision != node.revision:
+            raise RevisionConflict(f"The node is at revision {node.revision}, not {revision}.")
+        before = _node_fields(node, AUDITED_FIELDS)
+        if "name" in changes and changes["name"] != node.name and \
+                JudgeNode.objects.filter(name=changes["name"]).exclude(pk=node.pk).exists():
+            raise Invalid("A node with this name exists.", fields={"name": ["already taken"]})
+        for field_name in ("name", "max_slots", "host_group_id"):
+            if field_name in changes:
+                setattr(node, field_name, changes[field_name])
+        if "base_url" in changes and changes["base_url"] != node.base_url:
+            node.base_url = changes["base_url"]
+            node.config_revision += 1
+            if node.desired_state != DesiredState.DISABLED:
+                node.desired_state = DesiredState.PENDING_VERIFICATION
+        target = changes.get("desired_state")
+        if target and target != node.desired_state:
+            if target == DesiredState.ENABLED:
+                _enable_gate(node, now=now)
+            node.desired_state = target
+        node.revision += 1
+        node.save()
+        _audit(node=node, actor=actor, action="update", before=before, after=_node_fields(node, AUDITED_FIELDS),
+               revision=node.revision)
+    logger.info("node updated", extra={"node": node.pk, "revision": node.revision, "state": node.desired_state,
+                                       "actor": getattr(actor, "username", "")})
+    return node
+
+
+def node_drain(*, node_id: int, actor, now) -> JudgeNode:
+    """Stop new claims at once; running leases still renew and settle (ops command)."""
+    node = JudgeNode.objects.filter(pk=node_id).first()
+    if node is None:
+        raise NotFound()
+    return node_update(node_id=node_id, revision=node.revision, changes={"desired_state": DesiredState.DRAINING},
+                       actor=actor, now=now)
+
+
+def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
+    """Immediately: credential dead, session closed, leases released, state DISABLED."""
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        if node is None:
+            raise NotFound()
+        before = _node_fields(node, AUDITED_FIELDS)
+        released = release_node_leases(node, now=now, reason="node_revoked")
+        node.credential_digest = None
+        node.session_open = False
+        node.session_epoch += 1
+        node.revoked_at = now
+        node.desired_state = DesiredState.DISABLED
+        node.revision += 1
+        node.save()
+        JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
+        _audit(node=node, actor=actor, action="revoke", before=before,
+               after={**_node_fields(node, AUDITED_FIELDS), "reason": (reason or "")[:500], "releasedLeases": released},
+               revision=node.revision)
+    logger.warning("node revoked", extra={"node": node.pk, "released": released, "reason": reason,
+                                          "actor": getattr(actor, "username", "")})
+    return node
+
+
+# --- host groups -----------------------------------------------------------------------------------
+
+def host_group_create(*, name, host_id, total_slots, actor) -> JudgeHostGroup:
+    _validate_group(name, host_id, total_slots)
+    if JudgeHostGroup.objects.filter(name=name).exists():
+        raise Invalid("A host group with this name exists.", fields={"name": ["already taken"]})
+    group = JudgeHostGroup.objects.create(name=name, host_id=host_id, total_slots=total_slots)
+    _audit(host_group=group, actor=actor, action="host_group_create", before={},
+           after={"name": name, "hostId": host_id, "totalSlots": total_slots}, revision=group.revision)
+    return group
+
+
+def _validate_group(name, host_id, total_slots):
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        raise Invalid("name must be 1…100 characters.", fields={"name": ["invalid"]})
+    if not isinstance(host_id, str) or not host_id.strip() or len(host_id) > 200:
+        raise Invalid("hostId must be 1…200 characters.", fields={"hostId": ["invalid"]})
+    if not isinstance(total_slots, int) or isinstance(total_slots, bool) or not 1 <= total_slots <= 4096:
+        raise Invalid("totalSlots must be an integer from 1 to 4096.", fields={"totalSlots": ["out of range"]})
+
+
+def host_group_update(*, group_id: int, revision, changes: dict, actor) -> JudgeHostGroup:
+    with transaction.atomic(durable=True):
+        group = lock_host_group(group_id)
+        if group is None:
+            raise NotFound()
+        if revision != group.revision:
+            raise RevisionConflict(f"The host group is at revision {group.revision}, not {revision}.")
+        before = {"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots}
+        merged = {"name": group.name, "host_id": group.host_id, "total_slots": group.total_slots, **changes}
+        _validate_group(merged["name"], merged["host_id"], merged["total_slots"])
+        if JudgeHostGroup.objects.filter(name=merged["name"]).exclude(pk=group.pk).exists():
+            raise Invalid("A host group with this name exists.", fields={"name": ["already taken"]})
+        group.name, group.host_id, group.total_slots = merged["name"], merged["host_id"], merged["total_slots"]
+        group.revision = F("revision") + 1
+        group.save()
+        group.refresh_from_db()
+        _audit(host_group=group, actor=actor, action="host_group_update", before=before,
+               after={"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots},
+               revision=group.revision)
+    return group

@@ -1,0 +1,62 @@
+import os
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.factories import UserFactory, make_node, make_problem
+
+ON_MARIADB = settings.DATABASE_VENDOR == "mysql"
+
+
+def pytest_collection_modifyitems(config, items):
+    if ON_MARIADB:
+        return
+    if os.environ.get("KECE_REQUIRE_SERVICES") == "1":
+        raise pytest.UsageError("KECE_REQUIRE_SERVICES=1 but DATABASE_URL does not point at MySQL/MariaDB")
+    skip = pytest.mark.skip(reason="needs MariaDB/MySQL: row locks and SKIP LOCKED are not real on SQLite")
+    for item in items:
+        if "mariadb" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _artifact_root(settings, tmp_path_factory):
+    settings.KECE_ARTIFACT_ROOT = str(tmp_path_factory.getbasetemp() / "artifacts")
+
+
+@pytest.fixture(autouse=True)
+def _lock_order_checked(settings):
+    settings.KECE_LOCK_ORDER_CHECK = True
+
+
+@pytest.fixture
+def student(db):
+    return UserFactory(username="student")
+
+
+@pytest.fixture
+def problem(db):
+    return make_problem(languages=("python", "cpp"), cases=2)
+
+
+@pytest.fixture
+def node_a(db):
+    return make_node(pool="python", name="node-a")
+
+
+@pytest.fixture
+def node_b(db):
+    return make_node(pool="python", name="node-b")
+
+
+@pytest.fixture
+def foreign_node(db):
+    return make_node(pool="cpp", name="foreign-node")
+
+
+@pytest.fixture
+def mariadb():
+    if not ON_MARIADB:
+        pytest.skip("needs MariaDB/MySQL")
+    return connection

@@ -1,0 +1,179 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob, SettlementEvent, Submission
+from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
+from judging.services.rejudge import submission_delete, submission_rejudge
+from kece.errors import Invalid, LeaseLost, ResultConflict, SessionSuperseded, Superseded
+from nodes.services import AgentReport, node_session_open
+from tests.factories import identity_of
+from tests.judging.helpers import claim, infra_error, judged, released, settle, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_judges_a_submission_end_to_end(student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    assert job.state == JobState.RUNNING and job.lease_epoch == 1 and job.attempts == 1
+
+    assert settle(identity, judged(job, verdict="AC")) == "settled"
+
+    submission.refresh_from_db()
+    job.refresh_from_db()
+    assert (submission.verdict, submission.score, submission.judged_generation) == ("AC", 100, 1)
+    assert job.state == JobState.COMPLETED and job.result["verdict"] == "AC"
+    assert set(SettlementEvent.objects.filter(job=job).values_list("event_type", flat=True)) == {"problem_stats"}
+
+
+def test_the_same_result_again_is_a_duplicate_and_a_different_one_a_conflict(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    assert settle(identity, judged(job, verdict="WA")) == "settled"
+    assert settle(identity, judged(job, verdict="WA")) == "duplicate"
+    with pytest.raises(ResultConflict):
+        settle(identity, judged(job, verdict="AC"))
+    assert Submission.objects.get().verdict == "WA"
+    assert SettlementEvent.objects.count() == 1
+
+
+def test_it_refuses_a_stale_lease(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job, lease_epoch=job.lease_epoch + 1))
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job, lease_epoch=job.lease_epoch - 1))
+
+
+def test_it_refuses_another_nodes_result(student, problem, node_a, node_b):
+    _, identity_a = node_a
+    _, identity_b = node_b
+    submit(student, problem)
+    [job] = claim(identity_a)
+    with pytest.raises(LeaseLost):
+        settle(identity_b, judged(job))
+
+
+def test_it_refuses_an_expired_lease_even_before_the_reaper_runs(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    now = timezone.now()
+    [job] = claim(identity, now=now)
+    later = job.lease_until + timedelta(milliseconds=1)
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job), now=later)
+    [answer] = lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=later)
+    assert answer == {"jobId": job.pk, "ok": False, "error": "lease_lost"}
+
+
+def test_a_new_session_releases_the_old_sessions_leases_at_once(student, problem, node_a):
+    node, old_identity = node_a
+    submit(student, problem)
+    [job] = claim(old_identity)
+    node_session_open(node_id=node.pk, credential_digest_value=node.credential_digest,
+                      report=AgentReport("test", "python-r1", 4), now=timezone.now())
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED and job.node_id is None and job.available_at <= timezone.now()
+    with pytest.raises(SessionSuperseded):
+        settle(old_identity, judged(job))
+    with pytest.raises(SessionSuperseded):
+        lease_renew(identity=old_identity, items=[RenewItem(job.pk, job.lease_epoch)], now=timezone.now())
+    [again] = claim(identity_of(node))
+    assert again.pk == job.pk and again.lease_epoch == job.lease_epoch + 1
+
+
+def test_a_rejudged_jobs_late_result_is_refused(student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem)
+    [old] = claim(identity)
+    new = submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    assert new.generation == 2
+    with pytest.raises(Superseded):
+        settle(identity, judged(old))
+    [answer] = lease_renew(identity=identity, items=[RenewItem(old.pk, old.lease_epoch)], now=timezone.now())
+    assert answer["error"] == "cancelled"
+    [job] = claim(identity)
+    assert job.pk == new.pk
+    settle(identity, judged(job, verdict="WA"))
+    submission.refresh_from_db()
+    assert (submission.verdict, submission.judged_generation) == ("WA", 2)
+
+
+def test_a_deleted_submissions_job_is_cancelled_and_its_result_refused(student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    submission_delete(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    with pytest.raises(Superseded):
+        settle(identity, judged(job))
+    assert JudgeJob.objects.get().state == JobState.CANCELLED
+
+
+def test_the_third_infrastructure_failure_fails_the_job(student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem)
+    now = timezone.now()
+    statuses = []
+    for _ in range(3):
+        [job] = claim(identity, now=now)
+        statuses.append(settle(identity, infra_error(job), now=now))
+        now = now + timedelta(minutes=5)  # past any backoff
+    assert statuses == ["requeued", "requeued", "failed"]
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.attempts == 3
+    submission.refresh_from_db()
+    assert submission.verdict is None and submission.judged_generation == 1
+    assert claim(identity, now=now) == []
+
+
+def test_an_infrastructure_retry_waits_for_its_backoff(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    now = timezone.now()
+    [job] = claim(identity, now=now)
+    settle(identity, infra_error(job), now=now)
+    assert claim(identity, now=now) == []
+    job.refresh_from_db()
+    assert claim(identity, now=job.available_at)[0].pk == job.pk
+
+
+def test_released_jobs_are_claimable_at_once_and_the_attempt_is_refunded(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    now = timezone.now()
+    [job] = claim(identity, now=now)
+    assert settle(identity, released(job), now=now) == "requeued"
+    assert settle(identity, released(job), now=now) == "duplicate"
+    [again] = claim(identity, now=now)
+    assert again.pk == job.pk and again.attempts == 1 and again.lease_epoch == 2
+
+
+def test_the_reaper_requeues_an_expired_lease_and_fails_it_at_the_limit(student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem)
+    now = timezone.now()
+    for attempt in (1, 2, 3):
+        [job] = claim(identity, now=now)
+        now = job.lease_until
+        report = jobs_reap_expired(now=now)
+        assert (report.requeued, report.failed) == (([job.pk], []) if attempt < 3 else ([], [job.pk]))
+        now += timedelta(minutes=5)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.error == "lease_expired"
+    submission.refresh_from_db()
+    assert submission.judged_generation == 1 and submission.verdict is None
+
+
+def test_judged_results_must_add_up(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    with pytest.raises(Invalid):
+        settle(identity, judged(job, verdict="AC", score=42))
+    assert JudgeJob.objects.get().state == JobState.RUNNING
