@@ -16,6 +16,9 @@ class NodeIdentity:
     node_id: int
     credential_digest: str
     session_epoch: int
+    # The host group the node was in when it authenticated: a hint that saves a read;
+    # the claim re-checks it under the locks.
+    host_group_id: int | None = None
 
 
 def check_node_identity(node, identity: NodeIdentity) -> None:

@@ -10,10 +10,17 @@ ON_MARIADB = settings.DATABASE_VENDOR == "mysql"
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("KECE_REQUIRE_SERVICES") == "1":
+        # CI: a missing service is a failure, never a skip.
+        if not ON_MARIADB:
+            raise pytest.UsageError("KECE_REQUIRE_SERVICES=1 but DATABASE_URL does not point at MySQL/MariaDB")
+        if not settings.REDIS_URL:
+            raise pytest.UsageError("KECE_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        import redis
+
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
     if ON_MARIADB:
         return
-    if os.environ.get("KECE_REQUIRE_SERVICES") == "1":
-        raise pytest.UsageError("KECE_REQUIRE_SERVICES=1 but DATABASE_URL does not point at MySQL/MariaDB")
     skip = pytest.mark.skip(reason="needs MariaDB/MySQL: row locks and SKIP LOCKED are not real on SQLite")
     for item in items:
         if "mariadb" in item.keywords:
@@ -23,6 +30,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _artifact_root(settings, tmp_path_factory):
     settings.KECE_ARTIFACT_ROOT = str(tmp_path_factory.getbasetemp() / "artifacts")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
 
 
 @pytest.fixture(autouse=True)

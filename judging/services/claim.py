@@ -4,7 +4,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, update_jobs_guarded
@@ -34,16 +34,21 @@ def _queued_for(node, *, now, judge_jobs_allowed: bool):
     return queued.filter(bound_node_id=node.pk)
 
 
-def _running_count(**lookup) -> int:
-    # Expired-but-unreaped leases are still RUNNING here and so still take their slot: the
-    # node may yet be judging them.
-    return JudgeJob.objects.filter(state=JobState.RUNNING, **lookup).count()
+def _running_counts(node, group) -> tuple[int, int]:
+    """RUNNING jobs of the node and of its host group, in one statement (an index merge
+    of (node_id, state) and (host_group_id, state)). Expired-but-unreaped leases are still
+    RUNNING here and so still take their slot: the node may yet be judging them."""
+    counts = JudgeJob.objects.filter(Q(node_id=node.pk) | Q(host_group_id=group.pk), state=JobState.RUNNING).aggregate(
+        node=Count("id", filter=Q(node_id=node.pk)), group=Count("id", filter=Q(host_group_id=group.pk))
+    )
+    return counts["node"], counts["group"]
 
 
 def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     """Lease up to `free_slots` jobs to the node.
 
-    1. Find the node's host group without locks, then lock host group → node and re-check
+    1. Find the node's host group (the identity's hint, else a read without locks), then
+       lock host group → node and re-check
        that the node is still in that group (it may have moved in between).
     2. Re-check credential and session on the locked row; refuse a stale heartbeat.
     3. n = min(free slots asked, node headroom, group headroom), counting committed RUNNING
@@ -52,14 +57,17 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
     Nodes that are not ENABLED get only diagnostic jobs bound to them.
     """
+    group_id = identity.host_group_id
     for _ in range(3):
-        group_id = JudgeNode.objects.filter(pk=identity.node_id).values_list("host_group_id", flat=True).first()
+        if group_id is None:
+            group_id = JudgeNode.objects.filter(pk=identity.node_id).values_list("host_group_id", flat=True).first()
         if group_id is None:
             raise Unauthenticated("The node credential is unknown or revoked.")
         with transaction.atomic(durable=True):
             group = lock_host_group(group_id)
             node = lock_node(identity.node_id)
-            if node is None or node.host_group_id != group_id:
+            if group is None or node is None or node.host_group_id != group_id:
+                group_id = None  # moved in between: look again
                 continue
             check_node_identity(node, identity)
             return _claim_locked(node, group, free_slots=free_slots, now=now)
@@ -78,8 +86,9 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         result.reason = "not_enabled"
         return result
     judge_jobs_allowed = node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
-    node_headroom = node.max_slots - _running_count(node_id=node.pk)
-    group_headroom = group.total_slots - _running_count(host_group_id=group.pk)
+    node_running, group_running = _running_counts(node, group)
+    node_headroom = node.max_slots - node_running
+    group_headroom = group.total_slots - group_running
     n = min(free_slots, node_headroom, group_headroom)
     if n <= 0:
         result.reason = "node_full" if node_headroom <= 0 else "group_full"

@@ -21,12 +21,15 @@ def claim(identity, *, free_slots=1, now=None, heartbeat=True):
     return job_claim(identity=identity, free_slots=free_slots, now=now).jobs
 
 
-def judged(job, *, verdict="AC", score=None, lease_epoch=None) -> SettleRequest:
-    """A JUDGED result for `job`: every case gets `verdict`, full marks only for AC."""
+def judged(job, *, verdict="AC", score=None, lease_epoch=None, passing=None) -> SettleRequest:
+    """A JUDGED result for `job`: cases in `passing` (all, for AC) are AC with full marks,
+    the others get `verdict` and nothing."""
     cases = job.snapshot.get("cases") or [{"ordinal": 1, "weight": 100}]
+    if passing is None:
+        passing = [c["ordinal"] for c in cases] if verdict == "AC" else []
     results = tuple(
-        CaseResult(ordinal=c["ordinal"], verdict=verdict, time_ms=10, memory_kb=1024,
-                   score=c["weight"] if verdict == "AC" else 0)
+        CaseResult(ordinal=c["ordinal"], verdict="AC" if c["ordinal"] in passing else verdict, time_ms=10,
+                   memory_kb=1024, score=c["weight"] if c["ordinal"] in passing else 0)
         for c in cases
     )
     total = sum(c.score for c in results) if score is None else score

@@ -1,0 +1,39 @@
+"""Set a benchmark up on its own MariaDB database (never the test or production one)."""
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def setup(database: str = "kece_bench"):
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DATABASE_URL", f"mysql://root:@127.0.0.1:3306/{database}")
+    os.environ.setdefault("KECE_TESTING", "1")
+    os.environ.setdefault("KECE_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("KECE_ARTIFACT_ROOT", str(ROOT / "var" / "bench-artifacts"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
+    url = os.environ["DATABASE_URL"]
+    if url.startswith("mysql"):
+        import MySQLdb
+
+        name = url.rsplit("/", 1)[1]
+        conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        conn.close()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]

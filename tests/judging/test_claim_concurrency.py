@@ -1,0 +1,91 @@
+"""Claims racing on MariaDB: no job twice, no slot limit exceeded."""
+
+import collections
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob
+from judging.services.claim import job_claim
+from tests.concurrency import raise_first_error, run_concurrently
+from tests.factories import HostGroupFactory, UserFactory, make_node, make_problem
+from tests.judging.helpers import submit
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
+
+
+def _claimer(identity, *, rounds, free_slots, now):
+    def run():
+        taken = []
+        for _ in range(rounds):
+            taken += [job.pk for job in job_claim(identity=identity, free_slots=free_slots, now=now).jobs]
+        return taken
+    return run
+
+
+def test_concurrent_claimers_never_get_the_same_job():
+    student = UserFactory()
+    problem = make_problem(languages=("python",))
+    for _ in range(120):
+        submit(student, problem)
+    now = timezone.now()
+    # Twelve nodes in six host groups, generous slots: only SKIP LOCKED keeps them apart.
+    identities = [make_node(pool="python", max_slots=20, host_group=HostGroupFactory(total_slots=40), now=now)[1]
+                  for _ in range(12)]
+
+    results = run_concurrently([_claimer(i, rounds=5, free_slots=4, now=now) for i in identities])
+    raise_first_error(results)
+
+    taken = [job_id for result in results for job_id in result]
+    assert len(taken) == len(set(taken)) == 120
+    owners = dict(JudgeJob.objects.values_list("id", "node_id"))
+    for identity, result in zip(identities, results):
+        assert all(owners[job_id] == identity.node_id for job_id in result)
+    assert set(JudgeJob.objects.values_list("lease_epoch", flat=True)) == {1}
+
+
+def test_node_and_host_group_slots_hold_under_concurrent_claims_and_expired_leases():
+    student = UserFactory()
+    problem = make_problem(languages=("python",))
+    for _ in range(60):
+        submit(student, problem)
+    now = timezone.now()
+    group = HostGroupFactory(total_slots=7)
+    nodes = [make_node(pool="python", max_slots=3, host_group=group, now=now) for _ in range(4)]
+
+    # Round one fills the group; then every lease expires but the reaper has not run.
+    raise_first_error(run_concurrently([_claimer(i, rounds=3, free_slots=2, now=now) for _, i in nodes]))
+    running = collections.Counter(JudgeJob.objects.filter(state=JobState.RUNNING).values_list("node_id", flat=True))
+    assert sum(running.values()) == 7
+    assert all(count <= 3 for count in running.values())
+
+    later = now + timedelta(hours=1)
+    from nodes.models import JudgeNode
+    JudgeNode.objects.update(last_heartbeat_at=later)
+    results = run_concurrently([_claimer(i, rounds=3, free_slots=3, now=later) for _, i in nodes])
+    raise_first_error(results)
+    assert sum(len(r) for r in results) == 0, "expired-but-unreaped leases must still hold their slots"
+
+
+def test_the_claim_query_uses_the_pool_state_available_index():
+    student = UserFactory()
+    problems = {pool: make_problem(languages=(pool,)) for pool in ("python", "cpp", "java")}
+    for pool, problem in problems.items():
+        for _ in range(150):
+            submit(student, problem, language=pool)
+    JudgeJob.objects.filter(id__lte=200).update(state=JobState.COMPLETED)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE TABLE judge_job")
+        cursor.fetchall()
+    _, identity = make_node(pool="python")
+    with CaptureQueriesContext(connection) as queries:
+        job_claim(identity=identity, free_slots=2, now=timezone.now())
+    [claim_sql] = [q["sql"] for q in queries if "SKIP LOCKED" in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + claim_sql)
+        columns = [c[0] for c in cursor.description]
+        plan = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    assert plan[0]["key"] == "judge_job_claim", plan

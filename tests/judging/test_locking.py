@@ -1,0 +1,83 @@
+"""The lock helper enforces host group → node → submission → job, and is the only way in."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+
+from judging.locking import LockOrderViolation, lock_host_group, lock_job, lock_jobs, lock_node, lock_submission
+from tests.factories import UserFactory, make_node, make_problem
+from tests.judging.helpers import submit
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def rows(db):
+    node, _ = make_node(pool="python")
+    submission = submit(UserFactory(), make_problem(languages=("python",)))
+    return node, submission
+
+
+def test_it_takes_locks_in_the_global_order(rows):
+    node, submission = rows
+    with transaction.atomic():
+        assert lock_host_group(node.host_group_id).pk == node.host_group_id
+        assert lock_node(node.pk).pk == node.pk
+        assert lock_submission("ALGO", submission.pk).pk == submission.pk
+        assert lock_job(submission.current_judge_job_id).pk == submission.current_judge_job_id
+
+
+def test_it_refuses_a_node_lock_after_a_job_lock(rows):
+    node, submission = rows
+    with pytest.raises(LockOrderViolation, match="NODE .* after JOB"):
+        with transaction.atomic():
+            lock_job(submission.current_judge_job_id)
+            lock_node(node.pk)
+
+
+def test_it_refuses_a_submission_lock_after_a_job_lock(rows):
+    node, submission = rows
+    with pytest.raises(LockOrderViolation):
+        with transaction.atomic():
+            lock_job(submission.current_judge_job_id)
+            lock_submission("ALGO", submission.pk)
+
+
+def test_it_refuses_descending_keys_within_a_rank(rows):
+    node, submission = rows
+    other = submit(submission.user, submission.problem)
+    with pytest.raises(LockOrderViolation):
+        with transaction.atomic():
+            lock_jobs([other.current_judge_job_id])
+            lock_jobs([submission.current_judge_job_id])
+
+
+def test_relocking_a_held_row_is_free_and_a_new_transaction_starts_afresh(rows):
+    node, submission = rows
+    with transaction.atomic():
+        lock_node(node.pk)
+        lock_job(submission.current_judge_job_id)
+        lock_job(submission.current_judge_job_id)
+    with transaction.atomic():
+        lock_node(node.pk)
+
+
+def test_it_needs_a_transaction(rows):
+    node, _ = rows
+    with pytest.raises(LockOrderViolation, match="inside transaction.atomic"):
+        lock_node(node.pk)
+
+
+def test_no_code_takes_row_locks_outside_the_lock_helper():
+    offenders = []
+    for path in ROOT.glob("**/*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith((".venv/", "tests/", "node_agent/", "bench/")) or relative == "judging/locking.py":
+            continue
+        if re.search(r"select_for_update|FOR UPDATE", path.read_text(encoding="utf-8")):
+            offenders.append(relative)
+    assert offenders == []

@@ -1,0 +1,133 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import EventState, FirstAccepted, PracticeBest, ProblemResult, SettlementEvent
+from judging.services import events
+from judging.services.events import events_dispatch
+from judging.services.rejudge import submission_delete, submission_rejudge
+from tests.concurrency import raise_first_error, run_concurrently
+from tests.factories import HostGroupFactory, UserFactory, make_node, make_practice, make_problem
+from tests.judging.helpers import claim, judged, settle, submit
+
+
+def _judge(identity, verdict="AC", score=None):
+    [job] = claim(identity)
+    assert settle(identity, judged(job, verdict=verdict, score=score)) == "settled"
+    return job
+
+
+@pytest.mark.django_db
+def test_first_accepted_is_recorded_once_however_often_events_replay(student, problem, node_a):
+    _, identity = node_a
+    submit(student, problem)
+    _judge(identity, "AC")
+    submit(student, problem)
+    _judge(identity, "AC")
+    assert len(events_dispatch(now=timezone.now()).applied) == 2
+    # Replay everything, as a crashed dispatcher might.
+    SettlementEvent.objects.update(state=EventState.PENDING)
+    events_dispatch(now=timezone.now())
+    events_dispatch(now=timezone.now())
+    assert FirstAccepted.objects.filter(user=student, problem=problem).count() == 1
+    result = ProblemResult.objects.get(user=student, problem=problem)
+    assert (result.best_score, result.best_verdict, result.attempts) == (100, "AC", 2)
+
+
+@pytest.mark.django_db
+def test_a_rejudge_that_turns_the_only_ac_into_wa_revokes_first_accepted(student, problem, node_a):
+    _, identity = node_a
+    submission = submit(student, problem)
+    _judge(identity, "AC")
+    events_dispatch(now=timezone.now())
+    assert FirstAccepted.objects.filter(user=student).exists()
+
+    submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    _judge(identity, "WA")
+    events_dispatch(now=timezone.now())
+    assert not FirstAccepted.objects.filter(user=student).exists()
+    assert ProblemResult.objects.get(user=student).best_verdict == "WA"
+
+
+@pytest.mark.django_db
+def test_deleting_the_accepted_submission_revokes_first_accepted(student, problem, node_a):
+    _, identity = node_a
+    submission = submit(student, problem)
+    _judge(identity, "AC")
+    events_dispatch(now=timezone.now())
+    submission_delete(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    events_dispatch(now=timezone.now())
+    assert not FirstAccepted.objects.exists()
+    assert ProblemResult.objects.get(user=student).attempts == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("finish_order", [("A", "B"), ("B", "A")])
+def test_practice_best_score_does_not_depend_on_the_order_results_arrive(student, node_a, finish_order):
+    _, identity = node_a
+    problem = make_problem(languages=("python",), cases=2)  # weights 50 + 50
+    practice = make_practice(problem)
+    a = submit(student, problem, lesson_practice_id=practice.pk)
+    b = submit(student, problem, lesson_practice_id=practice.pk)
+    jobs = {job.submission_id: job for job in claim(identity, free_slots=2)}
+    # A passes both cases (100), B only the first (50).
+    results = {"A": judged(jobs[a.pk], verdict="AC"), "B": judged(jobs[b.pk], verdict="WA", passing=(1,))}
+    for name in finish_order:
+        settle(identity, results[name])
+        events_dispatch(now=timezone.now())
+    best = PracticeBest.objects.get(practice=practice, user=student, problem=problem)
+    assert (best.best_score, best.best_submission_id) == (100, a.pk)
+
+
+@pytest.mark.django_db
+def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, problem, node_a, monkeypatch, settings):
+    _, identity = node_a
+    settings.KECE_EVENT_MAX_ATTEMPTS = 3
+    submit(student, problem)
+    _judge(identity)
+    calls = []
+
+    def broken(payload):
+        calls.append(payload)
+        raise RuntimeError("statistics store is down")
+
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", broken)
+    now = timezone.now()
+    assert len(events_dispatch(now=now).retried) == 1
+    assert events_dispatch(now=now).retried == []  # not due yet: backoff
+    event = SettlementEvent.objects.get()
+    assert event.next_attempt_at > now and "statistics store is down" in event.last_error
+    events_dispatch(now=now + timedelta(hours=1))
+    report = events_dispatch(now=now + timedelta(hours=2))
+    assert len(report.dead) == 1 and len(calls) == 3
+    assert SettlementEvent.objects.get().state == EventState.DEAD
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_dispatchers_apply_each_event_once():
+    student = UserFactory()
+    problem = make_problem(languages=("python",))
+    _, identity = make_node(pool="python", max_slots=40, host_group=HostGroupFactory(total_slots=40))
+    for _ in range(40):
+        submit(student, problem)
+    for job in claim(identity, free_slots=40):
+        settle(identity, judged(job, verdict="AC"))
+    now = timezone.now()
+
+    def dispatcher():
+        # Events another dispatcher holds are skipped, not waited for: keep passing until
+        # nothing is pending, as the periodic task would.
+        applied = []
+        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
+            applied += events_dispatch(now=now).applied
+        return applied
+
+    results = run_concurrently([dispatcher for _ in range(4)])
+    raise_first_error(results)
+    applied = [event_id for result in results for event_id in result]
+    assert len(applied) == len(set(applied)) == 40
+    assert set(SettlementEvent.objects.values_list("attempts", flat=True)) == {1}
+    assert FirstAccepted.objects.count() == 1
+    assert ProblemResult.objects.get().attempts == 40

@@ -1,0 +1,226 @@
+"""A randomised soak on MariaDB: every kind of writer at once, then the invariants.
+
+Submitters, node agents (claim, renew, settle with all three outcomes, duplicate posts,
+silent crashes, session changes), the reaper, the event dispatcher and an admin
+(rejudge, delete, drain, enable) run in parallel threads for KECE_SOAK_SECONDS (default
+20). Any error that is not one of the contract's domain answers fails the test — a
+deadlock, a lock-order violation or a lock wait timeout among them.
+"""
+
+import collections
+import os
+import random
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from judging.models import SUBMISSION_MODELS, EventState, JobState, JudgeJob, SettlementEvent
+from judging.services.claim import job_claim
+from judging.services.events import events_dispatch
+from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
+from judging.services.rejudge import submission_delete, submission_rejudge
+from judging.services.settle import SettleRequest, job_settle
+from kece.errors import DomainError, LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
+from nodes.models import CheckStatus, DesiredState, JudgeNode
+from nodes.services import AgentReport, HeartbeatReport, node_heartbeat, node_session_open, node_update
+from tests.factories import HostGroupFactory, UserFactory, identity_of, make_node, make_problem
+from tests.judging.helpers import infra_error, judged, released, submit
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SOAK_SECONDS = float(os.environ.get("KECE_SOAK_SECONDS", "20"))
+EXPECTED = (LeaseLost, Superseded, SessionSuperseded, NotFound, NotVerified)
+
+
+class Soak:
+    def __init__(self, seconds):
+        self.deadline = time.monotonic() + seconds
+        self.errors: list[str] = []
+        self.counts = collections.Counter()
+        self.effective: list[tuple] = []  # (submission ref, generation) of each "settled"
+        self.lock = threading.Lock()
+
+    def running(self):
+        return time.monotonic() < self.deadline and not self.errors
+
+    def count(self, what):
+        with self.lock:
+            self.counts[what] += 1
+
+    def actor(self, name, step, pause=(0.0, 0.02)):
+        def run():
+            rng = random.Random(name)
+            try:
+                while self.running():
+                    try:
+                        step(rng)
+                    except EXPECTED as exc:
+                        self.count(f"{name}:{exc.code}")
+                    time.sleep(rng.uniform(*pause))
+            except Exception as exc:  # deadlocks, lock-order violations, bugs
+                with self.lock:
+                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            finally:
+                connection.close()
+        return threading.Thread(target=run, name=name, daemon=True)
+
+
+def _node_actor(soak, node, identity_box):
+    held: dict[int, JudgeJob] = {}
+    report = AgentReport("soak", node.runtime_spec, node.max_slots)
+
+    def step(rng):
+        identity = identity_box[0]
+        now = timezone.now()
+        try:
+            node_heartbeat(node_id=node.pk, credential_digest_value=identity.credential_digest,
+                           session_epoch=identity.session_epoch,
+                           beat=HeartbeatReport(report, len(held), True, {}), now=now)
+            for job in job_claim(identity=identity, free_slots=rng.randint(1, 3), now=now).jobs:
+                held[job.pk] = job
+                soak.count("claimed")
+            if held and rng.random() < 0.5:
+                lease_renew(identity=identity, now=timezone.now(), items=[
+                    RenewItem(j.pk, j.lease_epoch, rng.choice(["COMPILING", "JUDGING"]), 1) for j in held.values()])
+            for job in list(held.values()):
+                roll = rng.random()
+                if roll < 0.05:
+                    held.pop(job.pk)  # the node "crashes" on it: only the reaper can help
+                    continue
+                if roll < 0.55:
+                    continue  # still judging
+                request = (judged(job, verdict=rng.choice(["AC", "WA", "TLE"])) if roll < 0.85
+                           else infra_error(job) if roll < 0.95 else released(job))
+                held.pop(job.pk)
+                try:
+                    status = job_settle(identity=identity, request=request, now=timezone.now())
+                except (LeaseLost, Superseded, ResultConflict) as exc:
+                    soak.count(f"settle:{exc.code}")
+                    continue
+                soak.count(f"settle:{request.outcome}:{status}")
+                if status == "settled":
+                    with soak.lock:
+                        soak.effective.append(((job.submission_type, job.submission_id), job.generation))
+                if rng.random() < 0.3:  # the response was "lost": post the same result again
+                    again = job_settle(identity=identity, request=request, now=timezone.now())
+                    assert again == "duplicate", again
+                    soak.count("settle:duplicate")
+            if rng.random() < 0.01:  # restart: a new session, old leases released at once
+                node_session_open(node_id=node.pk, credential_digest_value=identity.credential_digest,
+                                  report=report, now=timezone.now())
+                held.clear()
+                identity_box[0] = identity_of(node)
+                soak.count("session_change")
+        except SessionSuperseded:
+            held.clear()
+            identity_box[0] = identity_of(node)
+            soak.count("session_superseded")
+
+    return step
+
+
+def _admin_step(soak, nodes):
+    def step(rng):
+        now = timezone.now()
+        roll = rng.random()
+        model_type = rng.choice(["ALGO", "SQL"])
+        ids = list(SUBMISSION_MODELS[model_type].objects.filter(deleted_at__isnull=True)
+                   .values_list("id", flat=True)[:500])
+        if roll < 0.4 and ids:
+            submission_rejudge(submission_type=model_type, submission_id=rng.choice(ids), now=now)
+            soak.count("rejudge")
+        elif roll < 0.55 and ids:
+            submission_delete(submission_type=model_type, submission_id=rng.choice(ids), now=now)
+            soak.count("delete")
+        elif roll < 0.8:
+            node = JudgeNode.objects.get(pk=rng.choice(nodes).pk)
+            target = DesiredState.DRAINING if node.desired_state == DesiredState.ENABLED else DesiredState.ENABLED
+            node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": target},
+                        actor="soak-admin", now=now)
+            soak.count(f"node:{target}")
+    return step
+
+
+def _check_invariants(soak):
+    jobs = list(JudgeJob.objects.all())
+    by_generation = collections.Counter((j.submission_type, j.submission_id, j.generation) for j in jobs)
+    assert max(by_generation.values()) == 1
+    effective = collections.Counter(soak.effective)
+    assert not [k for k, n in effective.items() if n > 1], "a generation took effect twice"
+    for job in jobs:
+        if job.state == JobState.QUEUED:
+            assert job.node_id is None and job.lease_until is None and job.session_epoch is None, job.pk
+        elif job.state == JobState.RUNNING:
+            assert job.node_id and job.host_group_id and job.lease_until and job.session_epoch, job.pk
+            assert 1 <= job.attempts <= 3, job.pk
+        elif job.state == JobState.COMPLETED:
+            assert job.result and job.result_digest and job.finished_at and job.settled_status == "settled", job.pk
+        elif job.state == JobState.FAILED:
+            assert job.finished_at and job.error and job.attempts == 3, job.pk
+        else:
+            assert job.state == JobState.CANCELLED and job.finished_at, job.pk
+    latest = collections.defaultdict(int)
+    for job in jobs:
+        key = (job.submission_type, job.submission_id)
+        latest[key] = max(latest[key], job.generation)
+    jobs_by_id = {j.pk: j for j in jobs}
+    for submission_type, model in SUBMISSION_MODELS.items():
+        for submission in model.objects.all():
+            current = jobs_by_id[submission.current_judge_job_id]
+            assert current.generation == latest[(submission_type, submission.pk)]
+            if submission.judged_generation is not None:
+                settled_jobs = [j for j in jobs if (j.submission_type, j.submission_id) == (submission_type,
+                                submission.pk) and j.generation == submission.judged_generation]
+                assert settled_jobs and settled_jobs[0].state in (JobState.COMPLETED, JobState.FAILED)
+    events = collections.Counter(SettlementEvent.objects.values_list("job_id", "event_type"))
+    assert max(events.values(), default=1) == 1
+
+
+def test_randomised_soak_keeps_every_invariant(settings):
+    settings.KECE_LEASE_TTL_MS = 1500
+    settings.KECE_RETRY_BACKOFF_MS = 50
+    student = UserFactory()
+    problems = [make_problem(languages=("python",)), make_problem(languages=("cpp",)), make_problem(kind="SQL")]
+    nodes, boxes = [], []
+    for pool, group in (("python", 0), ("python", 0), ("python", 1), ("cpp", 1), ("mysql", 2)):
+        node, identity = make_node(pool=pool, max_slots=3, host_group=HostGroupFactory(total_slots=5))
+        JudgeNode.objects.filter(pk=node.pk).update(self_check_status=CheckStatus.PASSED, self_check_revision=1,
+                                                   self_check_runtime_spec=node.runtime_spec)
+        nodes.append(node)
+        boxes.append([identity])
+    soak = Soak(SOAK_SECONDS)
+
+    def submit_step(rng):
+        problem = rng.choice(problems)
+        language = "mysql" if problem.kind == "SQL" else problem.current_manifest.languages[0]
+        submit(student, problem, language=language, code=f"-- {rng.random()}")
+        soak.count("submitted")
+
+    threads = [soak.actor(f"submitter-{i}", submit_step, (0.0, 0.03)) for i in range(2)]
+    threads += [soak.actor(f"node-{n.pk}", _node_actor(soak, n, box)) for n, box in zip(nodes, boxes)]
+    threads.append(soak.actor("reaper", lambda rng: jobs_reap_expired(now=timezone.now()), (0.2, 0.3)))
+    threads.append(soak.actor("dispatcher", lambda rng: events_dispatch(now=timezone.now()), (0.1, 0.2)))
+    threads.append(soak.actor("admin", _admin_step(soak, nodes), (0.05, 0.15)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(SOAK_SECONDS + 60)
+        assert not thread.is_alive(), f"{thread.name} hung"
+    assert soak.errors == []
+
+    # Quiesce: every lease expires, the reaper and dispatcher finish their work.
+    far = timezone.now() + timezone.timedelta(hours=1)
+    while jobs_reap_expired(now=far).requeued:
+        far += timezone.timedelta(hours=1)
+    while events_dispatch(now=far).applied:
+        pass
+    _check_invariants(soak)
+    assert not JudgeJob.objects.filter(state=JobState.RUNNING, lease_until__lte=far).exists()
+    assert set(SettlementEvent.objects.values_list("state", flat=True)) <= {EventState.DONE}
+    print("soak counts:", dict(sorted(soak.counts.items())))
+    for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
+                   "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate"):
+        assert soak.counts[needed] > 0, f"the soak never exercised {needed}"
