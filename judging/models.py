@@ -195,6 +195,9 @@ class JudgeJob(models.Model):
     host_group = models.ForeignKey("nodes.JudgeHostGroup", null=True, blank=True, on_delete=models.PROTECT,
                                    db_constraint=False, db_index=False, related_name="+")
     session_epoch = models.PositiveIntegerField(null=True, blank=True)
+    # The node that held the latest lease; kept after requeue so a node's recent errors
+    # can be listed.
+    last_node_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     lease_epoch = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)

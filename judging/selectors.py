@@ -37,3 +37,49 @@ def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str
     if not pool_has_ready_node:
         return "PENDING", "no_node"
     return "PENDING", "queued"
+
+
+def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, now):
+    """Check that `digest` may be downloaded under this live lease; return its path.
+
+    Not this node's live lease → LeaseLost; not one of the job's files → NotInManifest.
+    """
+    from judging import artifacts
+    from judging.models import JudgeJob
+    from judging.services.snapshot import snapshot_digests
+    from kece.errors import LeaseLost, NotInManifest
+
+    job = JudgeJob.objects.filter(pk=job_id).only(
+        "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot").first()
+    if (
+        job is None or job.state != JobState.RUNNING or job.node_id != identity.node_id
+        or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
+        or job.lease_until is None or job.lease_until <= now
+    ):
+        raise LeaseLost()
+    if digest not in snapshot_digests(job.snapshot):
+        raise NotInManifest()
+    return artifacts.path_for(digest)
+
+
+def job_payload(job, *, now) -> dict:
+    """The claim response item for a leased job (API.md, "Job")."""
+    from judging.timing import ms_between
+
+    snapshot = job.snapshot or {}
+    return {
+        "jobId": job.pk,
+        "kind": job.kind,
+        "submissionType": job.submission_type,
+        "submissionId": job.submission_id,
+        "generation": job.generation,
+        "pool": job.pool,
+        "leaseEpoch": job.lease_epoch,
+        "leaseRemainingMs": ms_between(job.lease_until, now),
+        "runtimeSpec": job.runtime_spec,
+        "manifestId": job.manifest_id,
+        "limits": snapshot.get("limits") or {},
+        "source": snapshot.get("source"),
+        "cases": snapshot.get("cases") or [],
+        "sql": snapshot.get("sql"),
+    }

@@ -6,52 +6,47 @@ poll. With REDIS_URL set, hints travel over Redis pub/sub between processes; wit
 in-process notifier serves the embedded default.
 """
 
-import asyncio
 import logging
 import threading
-from collections import defaultdict
 
 from django.conf import settings
 from django.db import transaction
 
 logger = logging.getLogger("kece.wakeups")
 
-CHANNEL_PREFIX = "kece:wake:"
+CHANNEL_PREFIX = "kece:"
+WAKE = "wake:"  # wake:<pool> — the pool may have claimable work
+NODE = "node:"  # node:<id> — a node's session, credential or state changed
 
 
 def channel_for(pool: str) -> str:
-    return CHANNEL_PREFIX + pool
+    return CHANNEL_PREFIX + WAKE + pool
 
 
 class LocalNotifier:
-    """Per-pool generation counters with asyncio events, safe to poke from any thread."""
+    """In-process hints: each event loop that has waiting claims listens here. Safe to
+    publish from any thread (on-commit callbacks run in request threads)."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._generation: dict[str, int] = defaultdict(int)
-        self._waiters: dict[str, set] = defaultdict(set)
+        self._listeners: dict[int, tuple] = {}
 
-    def generation(self, pool: str) -> int:
+    def add_listener(self, loop, callback) -> None:
         with self._lock:
-            return self._generation[pool]
+            self._listeners[id(loop)] = (loop, callback)
 
-    def publish(self, pool: str) -> None:
+    def publish(self, topic: str) -> None:
         with self._lock:
-            self._generation[pool] += 1
-            waiters = list(self._waiters[pool])
-        for loop, event in waiters:
+            listeners = list(self._listeners.items())
+        for key, (loop, callback) in listeners:
+            if loop.is_closed():
+                with self._lock:
+                    self._listeners.pop(key, None)
+                continue
             try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # the waiter's loop has closed
+                loop.call_soon_threadsafe(callback, topic)
+            except RuntimeError:  # closed between the check and the call
                 pass
-
-    def register(self, pool: str, loop, event: asyncio.Event):
-        with self._lock:
-            self._waiters[pool].add((loop, event))
-
-    def unregister(self, pool: str, loop, event: asyncio.Event):
-        with self._lock:
-            self._waiters[pool].discard((loop, event))
 
 
 local_notifier = LocalNotifier()
@@ -73,15 +68,31 @@ def redis_client():
     return _redis_client
 
 
-def publish_now(pool: str) -> None:
-    """Publish a hint immediately: in-process waiters always, Redis when configured."""
-    local_notifier.publish(pool)
+def reset_redis_client() -> None:
+    """Forget the cached client (tests that point REDIS_URL elsewhere)."""
+    global _redis_client
+    _redis_client = None
+
+
+def _publish(topic: str) -> None:
+    local_notifier.publish(topic)
     if settings.REDIS_URL:
         try:
-            redis_client().publish(channel_for(pool), b"1")
+            redis_client().publish(CHANNEL_PREFIX + topic, b"1")
         except Exception as exc:  # best effort: waiters fall back to polling
-            logger.warning("wake-up publish failed", extra={"pool": pool, "error": str(exc)})
+            logger.warning("hint publish failed", extra={"topic": topic, "error": str(exc)})
+
+
+def publish_now(pool: str) -> None:
+    """Publish a wake-up hint now: in-process waiters always, Redis when configured."""
+    _publish(WAKE + pool)
 
 
 def publish_after_commit(pool: str) -> None:
     transaction.on_commit(lambda: publish_now(pool))
+
+
+def node_changed_after_commit(node_id: int) -> None:
+    """Tell every server process that a node's session, credential or state changed, so
+    its waiting claim re-checks who it is (and stale cached answers are dropped)."""
+    transaction.on_commit(lambda: _publish(f"{NODE}{node_id}"))

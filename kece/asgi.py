@@ -1,7 +1,12 @@
 """ASGI entry point (`uvicorn kece.asgi:application`).
 
-Handles the lifespan protocol so that, in the embedded default, the web process starts the
-in-process scheduler (reaper, event dispatcher, status snapshot) and stops it cleanly.
+- The long-poll claim is served by a bare async app: no middleware and no request thread
+  is held while it waits.
+- The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
+  middleware (sessions, CSRF, messages): machines authenticate with bearer credentials.
+- Everything else is the ordinary Django application.
+- Lifespan: in the embedded default the in-process scheduler starts and stops with the
+  server.
 """
 
 import os
@@ -12,6 +17,28 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
 django_application = get_asgi_application()
 
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+
+from judging.api.claim import asgi_claim  # noqa: E402
+
+INTERNAL_PREFIX = "/api/v1/internal/"
+CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
+
+
+class InternalASGIHandler(ASGIHandler):
+    """Django's ASGI handler with no middleware, for the machine-to-machine API."""
+
+    def load_middleware(self, is_async=False):
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        get_response = self._get_response_async if is_async else self._get_response
+        self._middleware_chain = convert_exception_to_response(get_response)
+
+
+internal_application = InternalASGIHandler()
+
 
 async def application(scope, receive, send):
     if scope["type"] == "lifespan":
@@ -19,4 +46,12 @@ async def application(scope, receive, send):
 
         await serve_lifespan(receive, send)
         return
+    if scope["type"] == "http":
+        path = scope.get("path", "")
+        if path == CLAIM_PATH:
+            await asgi_claim(scope, receive, send)
+            return
+        if path.startswith(INTERNAL_PREFIX):
+            await internal_application(scope, receive, send)
+            return
     await django_application(scope, receive, send)

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "kece",
     "pools",
     "nodes",
@@ -165,6 +166,10 @@ KECE_REAP_INTERVAL_MS = _positive_ms("KECE_REAP_INTERVAL_MS", 5000)
 KECE_EVENT_INTERVAL_MS = _positive_ms("KECE_EVENT_INTERVAL_MS", 2000)
 KECE_SNAPSHOT_INTERVAL_MS = _positive_ms("KECE_SNAPSHOT_INTERVAL_MS", 5000)
 KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
+# Waiting claims: the per-pool fallback check interval and the bounded database threads.
+KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)
+KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=8)
+KECE_JOIN_THROTTLE = env.str("KECE_JOIN_THROTTLE", default="20/min")
 KECE_RETRY_BACKOFF_MS = _positive_ms("KECE_RETRY_BACKOFF_MS", 2000)
 KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
 if KECE_MAX_ATTEMPTS < 1:
@@ -191,6 +196,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's own loggers go through the one formatter; refused requests (401, 409 …)
+        # are normal protocol answers, so only server errors are logged per request.
+        "django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.db.backends": {"level": "INFO"},
         "kece": {"level": LOG_LEVEL},
     },
@@ -209,6 +218,21 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "KECE judge control plane",
+    "DESCRIPTION": "Node API, admin API and user API of the KECE judge control plane (contract version 1).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "DesiredStateEnum": ["PENDING_VERIFICATION", "ENABLED", "DRAINING", "DISABLED"],
+        "SettableDesiredStateEnum": ["ENABLED", "DRAINING", "DISABLED"],
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kece.schema.add_contract_parts",
+    ],
 }

@@ -1,6 +1,41 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path, re_path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from judging.api import admin as submission_admin
+from judging.api import submissions
+from kece import converters, views
+from nodes import api as node_admin
+from pools import views as pool_views
+
+register_converter(converters.IdConverter, "id")
+register_converter(converters.SubmissionTypeConverter, "subtype")
+
+admin_api = [
+    path("judgers", node_admin.JudgerListView.as_view()),
+    path("judgers/<id:node_id>", node_admin.JudgerDetailView.as_view()),
+    path("judgers/<id:node_id>/join-code", node_admin.JoinCodeView.as_view()),
+    path("judgers/<id:node_id>/revoke", node_admin.RevokeView.as_view()),
+    path("judgers/<id:node_id>/rotate", node_admin.RotateView.as_view()),
+    path("pools", node_admin.PoolFiguresView.as_view()),
+    path("host-groups", node_admin.HostGroupListView.as_view()),
+    path("host-groups/<id:group_id>", node_admin.HostGroupDetailView.as_view()),
+    path("submissions/<subtype:submission_type>/<id:submission_id>/rejudge", submission_admin.RejudgeView.as_view()),
+    path("submissions/<subtype:submission_type>/<id:submission_id>", submission_admin.SubmissionAdminView.as_view()),
+]
 
 urlpatterns = [
+    path("api/v1/internal/judgers/", include("judging.api.urls_internal")),
+    path("api/v1/admin/", include(admin_api)),
+    path("api/v1/submissions", submissions.SubmitView.as_view()),
+    path("api/v1/submissions/<subtype:submission_type>/<id:submission_id>", submissions.SubmissionView.as_view()),
+    path("api/v1/system/judgers/summary", pool_views.SummaryView.as_view()),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", views.api_docs, name="api-docs"),
     path("django-admin/", admin.site.urls),
+    # Routing before authentication: any other API path is a 404 in the contract's envelope.
+    re_path(r"^api/", views.not_found),
 ]
+
+handler404 = "kece.views.not_found"
+handler500 = "kece.views.server_error"

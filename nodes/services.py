@@ -16,6 +16,7 @@ from judging.identity import credential_digest
 from judging.locking import lock_host_group, lock_node
 from judging.services.leases import release_node_leases
 from judging.timing import offline_after
+from judging.wakeups import node_changed_after_commit
 from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, SessionSuperseded, \
     Unauthenticated
 from nodes.models import DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit
@@ -131,6 +132,7 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
         node.revoked_at = None
         released = _new_session(node, report, now=now, reason="session_replaced")
         node.save()
+        node_changed_after_commit(node.pk)
     logger.info("node joined", extra={"node": node.pk, "pool": node.pool, "session": node.session_epoch,
                                       "released": released})
     return JoinResult(node, credential, probe_key)
@@ -155,6 +157,7 @@ def node_session_open(*, node_id: int, credential_digest_value: str, report: Age
             raise Unauthenticated("The node credential is unknown or revoked.")
         released = _new_session(node, report, now=now, reason="session_replaced")
         node.save()
+        node_changed_after_commit(node.pk)
     logger.info("node session opened", extra={"node": node.pk, "session": node.session_epoch, "released": released})
     return node
 
@@ -286,6 +289,7 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
             node.desired_state = target
         node.revision += 1
         node.save()
+        node_changed_after_commit(node.pk)
         _audit(node=node, actor=actor, action="update", before=before, after=_node_fields(node, AUDITED_FIELDS),
                revision=node.revision)
     logger.info("node updated", extra={"node": node.pk, "revision": node.revision, "state": node.desired_state,
@@ -317,6 +321,7 @@ def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
         node.desired_state = DesiredState.DISABLED
         node.revision += 1
         node.save()
+        node_changed_after_commit(node.pk)
         JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
         _audit(node=node, actor=actor, action="revoke", before=before,
                after={**_node_fields(node, AUDITED_FIELDS), "reason": (reason or "")[:500], "releasedLeases": released},

@@ -27,8 +27,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def _artifact_root(settings, tmp_path_factory):
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing():
+    # Factories set passwords for every user; the production hasher would dominate test time.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _artifact_root(tmp_path_factory):
+    # Session-wide (live servers started by module fixtures must see the same store).
     settings.KECE_ARTIFACT_ROOT = str(tmp_path_factory.getbasetemp() / "artifacts")
 
 

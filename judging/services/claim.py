@@ -100,7 +100,8 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         return result
     update_jobs_guarded(
         JudgeJob.objects.filter(state=JobState.QUEUED), ids,
-        state=JobState.RUNNING, node_id=node.pk, host_group_id=group.pk, session_epoch=node.session_epoch,
+        state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
+        session_epoch=node.session_epoch,
         lease_epoch=F("lease_epoch") + 1, lease_until=now + lease_ttl(), attempts=F("attempts") + 1,
         started_at=now, progress_phase="", progress_testcase=None, wait_reason="", error="",
     )

@@ -74,6 +74,10 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
         "session_epoch", "lease_until", "progress_phase", "progress_testcase",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])
+    if job.available_at <= now:
+        from judging.wakeups import publish_after_commit
+
+        publish_after_commit(job.pool)
     logger.info("job requeued", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
                                         "attempt": job.attempts, "availableAt": job.available_at.isoformat()})
 

@@ -1,0 +1,270 @@
+"""Waiting claims: cheap long-polls that hold no database connection and no thread.
+
+One `PoolWaiters` registry per event loop (one per server process) keeps the waiting
+claims of each pool. A waiter registers *before* anyone looks at the table for it, so a
+job committed in between is never missed: its wake-up hint, or the next fallback check,
+finds the waiter already registered.
+
+Table checks are per pool, not per waiter: on a hint, on the arrival of a waiter (at most
+every `ARRIVAL_CHECK_SECONDS`), and every `KECE_CLAIM_FALLBACK_MS` while anyone waits —
+which covers lost hints, a Redis outage and backoffs that run out. A check counts the
+pool's claimable jobs and wakes that many waiters (and the node a bound diagnostic job is
+for); only woken waiters run a claim transaction. At most one check per pool is in
+flight; hints arriving meanwhile fold into one more check after it.
+
+Database work runs on a small bounded thread pool, so two hundred waiting claims need no
+more than `KECE_DB_THREADS` connections.
+"""
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from judging import wakeups
+
+logger = logging.getLogger("kece.waiting")
+
+ARRIVAL_CHECK_SECONDS = 0.25
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _db_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=settings.KECE_DB_THREADS, thread_name_prefix="kece-db")
+    return _executor
+
+
+def _call_closing(function, args, kwargs):
+    try:
+        return function(*args, **kwargs)
+    finally:
+        # Pool threads outlive requests: give the connection back after every task so
+        # no waiting claim keeps one.
+        connection.close()
+
+
+async def run_db(function, *args, **kwargs):
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_db_executor(), _call_closing, function, args, kwargs)
+
+
+def claimable_in_pool(pool: str, limit: int) -> list:
+    """Bound-node ids (None for ordinary jobs) of up to `limit` claimable jobs of `pool`."""
+    from judging.models import JobState, JudgeJob
+
+    return list(
+        JudgeJob.objects.filter(pool=pool, state=JobState.QUEUED, available_at__lte=timezone.now())
+        .order_by("available_at", "id").values_list("bound_node_id", flat=True)[:limit]
+    )
+
+
+class Waiter:
+    __slots__ = ("node_id", "event", "superseded", "rewake", "recheck")
+
+    def __init__(self, node_id: int):
+        self.node_id = node_id
+        self.event = asyncio.Event()
+        self.superseded = False
+        # The node changed (new session, revoke, state): re-read who it is before answering.
+        self.recheck = False
+        # Woken again while its claim was already running: that claim may have started
+        # before the new job committed, so it must look once more.
+        self.rewake = False
+
+    def wake(self) -> bool:
+        if self.event.is_set():
+            self.rewake = True
+            return False
+        self.event.set()
+        return True
+
+
+class _Pool:
+    def __init__(self):
+        self.waiters: "OrderedDict[int, Waiter]" = OrderedDict()  # node id → its waiter, FIFO
+        self.check_running = False
+        self.check_again = False
+        self.last_check = 0.0
+        self.fallback_task: asyncio.Task | None = None
+
+
+class PoolWaiters:
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.pools: dict[str, _Pool] = {}
+        self.redis_task: asyncio.Task | None = None
+        self.checks = 0  # table checks made, for tests and benchmarks
+        wakeups.local_notifier.add_listener(loop, self.on_topic)
+
+    def on_topic(self, topic: str) -> None:
+        if topic.startswith(wakeups.WAKE):
+            self.hint(topic[len(wakeups.WAKE):])
+        elif topic.startswith(wakeups.NODE):
+            try:
+                node_id = int(topic[len(wakeups.NODE):])
+            except ValueError:
+                return
+            self.node_changed(node_id)
+
+    def node_changed(self, node_id: int) -> None:
+        from nodes.auth import auth_cache
+
+        auth_cache.drop_node(node_id)
+        for state in self.pools.values():
+            waiter = state.waiters.get(node_id)
+            if waiter is not None:
+                waiter.recheck = True
+                waiter.wake()
+
+    # --- waiters --------------------------------------------------------------------------
+
+    def register(self, pool: str, node_id: int) -> Waiter:
+        """Register a waiter; an earlier waiter of the same node is ended (superseded)."""
+        state = self.pools.setdefault(pool, _Pool())
+        earlier = state.waiters.pop(node_id, None)
+        if earlier is not None:
+            earlier.superseded = True
+            earlier.event.set()
+        waiter = Waiter(node_id)
+        state.waiters[node_id] = waiter
+        self._ensure_background(pool, state)
+        if time.monotonic() - state.last_check >= ARRIVAL_CHECK_SECONDS:
+            self.hint(pool)
+        return waiter
+
+    def requeue(self, pool: str, waiter: Waiter) -> None:
+        """Back to the end of the line after a claim that found nothing."""
+        state = self.pools.get(pool)
+        if state is not None and state.waiters.get(waiter.node_id) is waiter:
+            state.waiters.move_to_end(waiter.node_id)
+        if waiter.rewake:
+            waiter.rewake = False
+        else:
+            waiter.event.clear()
+
+    def unregister(self, pool: str, waiter: Waiter) -> None:
+        state = self.pools.get(pool)
+        if state is not None and state.waiters.get(waiter.node_id) is waiter:
+            del state.waiters[waiter.node_id]
+
+    def waiting(self, pool: str | None = None) -> int:
+        if pool is not None:
+            return len(self.pools.get(pool, _Pool()).waiters)
+        return sum(len(p.waiters) for p in self.pools.values())
+
+    # --- checks -----------------------------------------------------------------------------
+
+    def hint(self, pool: str) -> None:
+        """A hint that `pool` may have work: check the table once more (coalesced)."""
+        state = self.pools.get(pool)
+        if state is None or not state.waiters:
+            return
+        if state.check_running:
+            state.check_again = True
+            return
+        state.check_running = True
+        self.loop.create_task(self._check(pool, state))
+
+    async def _check(self, pool: str, state: _Pool) -> None:
+        try:
+            while True:
+                state.check_again = False
+                state.last_check = time.monotonic()
+                waiting = list(state.waiters.values())
+                if not waiting:
+                    break
+                self.checks += 1
+                try:
+                    bound = await run_db(claimable_in_pool, pool, len(waiting) + 8)
+                except Exception as exc:  # the database is down: the fallback tick retries
+                    logger.warning("pool check failed", extra={"pool": pool, "error": str(exc)})
+                    break
+                self._wake(state, bound)
+                if not state.check_again:
+                    break
+        finally:
+            state.check_running = False
+
+    @staticmethod
+    def _wake(state: _Pool, bound: list) -> None:
+        ordinary = sum(1 for node_id in bound if node_id is None)
+        for node_id in {n for n in bound if n is not None}:
+            waiter = state.waiters.get(node_id)
+            if waiter is not None:
+                waiter.wake()
+        for waiter in list(state.waiters.values()):
+            if ordinary <= 0:
+                break
+            waiter.wake()
+            ordinary -= 1
+
+    # --- background: fallback poll and the Redis subscription --------------------------------
+
+    def _ensure_background(self, pool: str, state: _Pool) -> None:
+        if state.fallback_task is None or state.fallback_task.done():
+            state.fallback_task = self.loop.create_task(self._fallback(pool, state))
+        if settings.REDIS_URL and (self.redis_task is None or self.redis_task.done()):
+            self.redis_task = self.loop.create_task(self._listen_redis())
+
+    async def _fallback(self, pool: str, state: _Pool) -> None:
+        interval = settings.KECE_CLAIM_FALLBACK_MS / 1000
+        while state.waiters:
+            await asyncio.sleep(interval)
+            if time.monotonic() - state.last_check >= interval * 0.9:
+                self.hint(pool)
+
+    async def _listen_redis(self) -> None:
+        import redis.asyncio as aioredis
+
+        delay = 0.5
+        while any(p.waiters for p in self.pools.values()):
+            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+            try:
+                async with client.pubsub() as pubsub:
+                    await pubsub.psubscribe(wakeups.CHANNEL_PREFIX + "*")
+                    # Messages lost while unsubscribed may include node changes: forget
+                    # cached identities once.
+                    from nodes.auth import auth_cache
+
+                    auth_cache.clear()
+                    delay = 0.5
+                    # A hint published while we were not subscribed is lost: check every
+                    # pool once now that we are.
+                    for pool in list(self.pools):
+                        self.hint(pool)
+                    while any(p.waiters for p in self.pools.values()):
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message and message.get("type") == "pmessage":
+                            channel = message["channel"].decode()
+                            self.on_topic(channel[len(wakeups.CHANNEL_PREFIX):])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("wake-up subscription lost; falling back to polling until it returns",
+                               extra={"error": str(exc), "retryInSeconds": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                try:
+                    await client.aclose()
+                except Exception:
+                    pass
+
+
+_registries: dict[int, PoolWaiters] = {}
+
+
+def registry() -> PoolWaiters:
+    loop = asyncio.get_running_loop()
+    found = _registries.get(id(loop))
+    if found is None or found.loop is not loop:
+        found = _registries[id(loop)] = PoolWaiters(loop)
+    return found

@@ -1,0 +1,42 @@
+"""Shared HTTP plumbing: JSON-only views whose errors all use the contract's envelope."""
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from kece.errors import TooLarge
+
+
+def check_body_size(request) -> None:
+    """Refuse bodies over the contract's 1 MiB before anything parses them."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise TooLarge(f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
+
+
+class ContractView(APIView):
+    """One operation per view; JSON in, JSON out; errors as {"error", "detail"}."""
+
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+
+    def initial(self, request, *args, **kwargs):
+        check_body_size(request)
+        super().initial(request, *args, **kwargs)
+
+
+def validated(serializer_class, data, **kwargs) -> dict:
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def iso(value) -> str | None:
+    """UTC ISO 8601 with Z, as the contract writes timestamps."""
+    if value is None:
+        return None
+    return value.astimezone(tz=None if value.tzinfo is None else value.tzinfo).isoformat().replace("+00:00", "Z")

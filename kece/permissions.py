@@ -1,0 +1,24 @@
+"""Who may call the admin and user APIs."""
+
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.permissions import BasePermission
+
+# Token first: its `WWW-Authenticate` makes an anonymous request a 401, not a 403.
+USER_AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
+
+MANAGE_JUDGERS = "nodes.manage_judgers"
+
+
+def can_manage_judgers(user) -> bool:
+    return bool(user and user.is_authenticated and user.is_active and user.has_perm(MANAGE_JUDGERS))
+
+
+class ManagesJudgers(BasePermission):
+    """Admins only: anonymous → 401 (via the authenticators), anyone else → 403."""
+
+    message = "Managing judge nodes needs the nodes.manage_judgers permission."
+
+    def has_permission(self, request, view):
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return can_manage_judgers(request.user)

@@ -1,0 +1,165 @@
+"""Machine authentication for the node API, separate from user authentication.
+
+The credential travels only in `Authorization: Bearer …`; the server keeps its sha-256
+digest and compares digests in constant time. Every state-changing call re-checks the
+credential and session on the locked node row, so revocation and rotation take effect
+at once. Only the *waiting* part of a long-poll claim may rely on a short-lived in-process
+cache of who a credential belongs to: waiting changes nothing, and the claim that follows
+re-checks everything under the lock. Every change to a node's session, credential or
+state is broadcast (`wakeups.node_changed_after_commit`), which drops the cached entry in
+every process and makes the node's waiting claim re-read who it is.
+"""
+
+import hmac
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from judging.identity import NodeIdentity, credential_digest
+from kece.errors import SessionSuperseded
+from nodes.models import JudgeNode
+
+SESSION_HEADER = "HTTP_X_JUDGE_SESSION"
+AUTH_CACHE_SECONDS = 5.0
+AUTH_CACHE_SIZE = 10000
+
+
+def bearer_secret(authorization: str) -> str | None:
+    scheme, _, secret = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return secret.strip()
+
+
+@dataclass(frozen=True)
+class NodeAuth:
+    node_id: int
+    pool: str
+    host_group_id: int
+    session_epoch: int
+    session_open: bool
+    desired_state: str
+    credential_digest: str
+
+    @classmethod
+    def of(cls, node) -> "NodeAuth":
+        return cls(node.pk, node.pool, node.host_group_id, node.session_epoch, node.session_open,
+                   node.desired_state, node.credential_digest)
+
+    def identity(self, session_epoch: int) -> NodeIdentity:
+        return NodeIdentity(self.node_id, self.credential_digest, session_epoch, self.host_group_id)
+
+
+def node_for_digest(digest: str):
+    node = JudgeNode.objects.filter(credential_digest=digest, revoked_at__isnull=True).first()
+    if node is None or not hmac.compare_digest(node.credential_digest or "", digest):
+        return None
+    return node
+
+
+class _AuthCache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries: "OrderedDict[str, tuple[float, NodeAuth]]" = OrderedDict()
+
+    def get(self, digest: str) -> NodeAuth | None:
+        with self._lock:
+            entry = self._entries.get(digest)
+            if entry is None or entry[0] < time.monotonic():
+                return None
+            return entry[1]
+
+    def put(self, digest: str, auth: NodeAuth) -> None:
+        with self._lock:
+            self._entries[digest] = (time.monotonic() + AUTH_CACHE_SECONDS, auth)
+            self._entries.move_to_end(digest)
+            while len(self._entries) > AUTH_CACHE_SIZE:
+                self._entries.popitem(last=False)
+
+    def drop(self, digest: str) -> None:
+        with self._lock:
+            self._entries.pop(digest, None)
+
+    def drop_node(self, node_id: int) -> None:
+        with self._lock:
+            for digest in [d for d, (_, auth) in self._entries.items() if auth.node_id == node_id]:
+                del self._entries[digest]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+auth_cache = _AuthCache()
+
+
+def lookup_for_waiting(digest: str, *, fresh: bool = False) -> NodeAuth | None:
+    """Who `digest` belongs to, from the short cache unless `fresh` (a database read)."""
+    if not fresh:
+        cached = auth_cache.get(digest)
+        if cached is not None:
+            return cached
+    node = node_for_digest(digest)
+    if node is None:
+        auth_cache.drop(digest)
+        return None
+    auth = NodeAuth.of(node)
+    auth_cache.put(digest, auth)
+    return auth
+
+
+def parse_session(value) -> int | None:
+    try:
+        epoch = int(value)
+    except (TypeError, ValueError):
+        return None
+    return epoch if 0 <= epoch < 2**31 else None
+
+
+class NodePrincipal:
+    """`request.user` for node calls: not a Django user, never staff."""
+
+    is_authenticated = True
+    is_active = True
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, node):
+        self.node = node
+        self.pk = None
+        self.username = f"node:{node.pk}"
+
+    def has_perm(self, perm, obj=None):
+        return False
+
+
+class NodeCredentialAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        secret = bearer_secret(header)
+        if secret is None:
+            raise AuthenticationFailed("Use Authorization: Bearer <credential>.")
+        node = node_for_digest(credential_digest(secret))
+        if node is None:
+            raise AuthenticationFailed("The node credential is unknown or revoked.")
+        return NodePrincipal(node), node
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="kece-judgers"'
+
+
+def session_identity(request) -> NodeIdentity:
+    """The caller's identity for a call that needs the current session (X-Judge-Session)."""
+    node = request.auth
+    epoch = parse_session(request.META.get(SESSION_HEADER))
+    if epoch is None or epoch != node.session_epoch or not node.session_open:
+        raise SessionSuperseded(
+            "X-Judge-Session is missing or not the node's current session; open a new session."
+        )
+    return NodeIdentity(node.pk, node.credential_digest, epoch, node.host_group_id)

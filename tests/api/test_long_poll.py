@@ -1,0 +1,190 @@
+"""Long-poll claims through real uvicorn, MariaDB and Redis: fast wake-ups, no lost work,
+cheap waiting."""
+
+import asyncio
+import shutil
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+import requests
+from django.db import connection
+
+from judging import wakeups
+from judging.models import JobState, JudgeJob
+from judging.services.claim import job_claim
+from tests.factories import HostGroupFactory, UserFactory, make_node, make_problem
+from tests.judging.helpers import submit
+from tests.live import LiveServer, NodeClient, free_port
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+
+def client_for(server, node) -> NodeClient:
+    return NodeClient(server.url, credential=node.secret, session=node.session_epoch)
+
+
+def claim_in_background(client, **kwargs):
+    box = {}
+
+    def run():
+        started = time.monotonic()
+        response = client.claim(**kwargs)
+        box["response"], box["elapsed"], box["done_at"] = response, time.monotonic() - started, time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, box
+
+
+@pytest.fixture
+def hint_only_server(tmp_path):
+    """Fallback checks every 10 s: only a wake-up hint can answer within a second."""
+    with LiveServer(env={"KECE_CLAIM_FALLBACK_MS": 10000}, log_path=tmp_path / "server.log") as live:
+        yield live
+
+
+def test_a_waiting_claim_wakes_on_a_submit_in_its_pool_and_no_other(hint_only_server, settings):
+    python_node, _ = make_node(pool="python")
+    cpp_node, _ = make_node(pool="cpp")
+    problem = make_problem(languages=("python",))
+    python_wait, python_box = claim_in_background(client_for(hint_only_server, python_node), wait_ms=8000)
+    cpp_wait, cpp_box = claim_in_background(client_for(hint_only_server, cpp_node), wait_ms=2500)
+    time.sleep(1.0)  # both are waiting
+
+    submitted_at = time.monotonic()
+    submit(UserFactory(), problem)  # another process: the hint travels through Redis
+    python_wait.join(10)
+    cpp_wait.join(10)
+
+    assert len(python_box["response"].json()["jobs"]) == 1
+    assert python_box["done_at"] - submitted_at < 1.0
+    assert cpp_box["response"].json()["jobs"] == []
+    assert cpp_box["elapsed"] >= 2.4  # it waited its full time: nothing woke it
+
+
+@pytest.fixture
+def private_redis():
+    """A Redis of our own that the test may stop."""
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    for _ in range(50):
+        try:
+            import redis
+            redis.Redis.from_url(url).ping()
+            break
+        except Exception:
+            time.sleep(0.1)
+    yield process, url
+    process.kill()
+    process.wait()
+
+
+def test_with_redis_stopped_jobs_are_still_claimed_and_none_is_lost(private_redis, settings, tmp_path):
+    redis_process, redis_url = private_redis
+    settings.REDIS_URL = redis_url
+    wakeups.reset_redis_client()
+    node, _ = make_node(pool="python", max_slots=8, host_group=HostGroupFactory(total_slots=8))
+    problem = make_problem(languages=("python",))
+    agent = None
+    try:
+        with LiveServer(env={"REDIS_URL": redis_url, "KECE_CLAIM_FALLBACK_MS": 1000},
+                        log_path=tmp_path / "server.log") as server:
+            agent = client_for(server, node)
+            thread, box = claim_in_background(agent, wait_ms=8000)
+            time.sleep(0.8)
+            submit(UserFactory(), problem)
+            thread.join(10)
+            assert len(box["response"].json()["jobs"]) == 1  # through Redis
+
+            redis_process.kill()
+            redis_process.wait()
+            submitted = [submit(UserFactory(), problem).pk for _ in range(5)]
+            claimed, started = [], time.monotonic()
+            while len(claimed) < 5 and time.monotonic() - started < 20:
+                claimed += [j["submissionId"] for j in agent.claim(free_slots=8, wait_ms=3000).json()["jobs"]]
+            assert sorted(claimed) == sorted(submitted)
+    finally:
+        wakeups.reset_redis_client()
+
+
+def _threads_connected() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+        return int(cursor.fetchone()[1])
+
+
+def test_two_hundred_waiting_claims_hold_no_connections_and_the_server_keeps_answering(server):
+    nodes = [make_node(pool="python", max_slots=1, host_group=HostGroupFactory(total_slots=1))[0]
+             for _ in range(200)]
+    problem = make_problem(languages=("python",))
+    student = UserFactory()
+    baseline = _threads_connected()
+
+    async def scenario():
+        limits = httpx.Limits(max_connections=300, max_keepalive_connections=300)
+        async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=30) as http:
+            async def wait(node):
+                return await http.post("/api/v1/internal/judgers/jobs/claim", json={"freeSlots": 1, "waitMs": 6000},
+                                       headers={"Authorization": f"Bearer {node.secret}",
+                                                "X-Judge-Session": str(node.session_epoch)})
+            waits = [asyncio.create_task(wait(n)) for n in nodes]
+            await asyncio.sleep(2.0)
+            during = await asyncio.to_thread(_threads_connected)
+            started = time.monotonic()
+            summary = await http.get("/api/v1/system/judgers/summary")
+            summary_seconds = time.monotonic() - started
+            await asyncio.to_thread(lambda: [submit(student, problem) for _ in range(50)])
+            responses = await asyncio.gather(*waits)
+            return during, summary, summary_seconds, responses
+
+    during, summary, summary_seconds, responses = asyncio.run(scenario())
+    connection.close()
+    assert summary.status_code == 200 and summary_seconds < 5
+    assert during - baseline <= 12, f"{during - baseline} connections for 200 waiting claims"
+    assert all(r.status_code == 200 for r in responses)
+    jobs = [job for r in responses for job in r.json()["jobs"]]
+    assert len(jobs) == 50 and len({j["jobId"] for j in jobs}) == 50
+    assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 50
+
+
+def test_a_lost_claim_response_comes_back_through_the_lease_within_the_slots(tmp_path):
+    server = LiveServer(env={"KECE_LEASE_TTL_MS": 2500, "KECE_RENEW_INTERVAL_MS": 1000,
+                             "KECE_REAP_INTERVAL_MS": 200, "KECE_IN_PROCESS_SCHEDULER": 1,
+                             "KECE_RETRY_BACKOFF_MS": 100, "KECE_CLAIM_FALLBACK_MS": 200},
+                        log_path=tmp_path / "server.log")
+    with server:
+        node, identity = make_node(pool="python", max_slots=1)
+        submit(UserFactory(), make_problem(languages=("python",)))
+        from django.conf import settings
+        from django.utils import timezone
+        settings.KECE_LEASE_TTL_MS = 2500
+        # The server leased a job to the node, but the answer never reached it.
+        [lost] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
+        agent = client_for(server, node)
+        started = time.monotonic()
+        first = agent.claim(free_slots=1, wait_ms=1500).json()["jobs"]
+        assert first == [], "the unacknowledged lease still takes the node's only slot"
+        jobs = []
+        while not jobs and time.monotonic() - started < 15:
+            jobs = agent.claim(free_slots=1, wait_ms=3000).json()["jobs"]
+        [job] = jobs
+        assert (job["jobId"], job["leaseEpoch"]) == (lost.pk, lost.lease_epoch + 1)
+        assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 1
+
+
+def test_the_django_entry_point_answers_the_same(client, node_a):
+    node, _ = node_a
+    response = client.post("/api/v1/internal/judgers/jobs/claim", {"freeSlots": 1, "waitMs": 0},
+                           content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {node.secret}", HTTP_X_JUDGE_SESSION=str(node.session_epoch))
+    assert response.status_code == 200 and response.json() == {"jobs": [], "desiredState": "ENABLED"}
+    stale = client.post("/api/v1/internal/judgers/jobs/claim", {"freeSlots": 1}, content_type="application/json",
+                        HTTP_AUTHORIZATION=f"Bearer {node.secret}", HTTP_X_JUDGE_SESSION="99")
+    assert (stale.status_code, stale.json()["error"]) == (409, "session_superseded")

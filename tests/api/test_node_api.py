@@ -1,0 +1,197 @@
+"""The node API over real HTTP (uvicorn) against MariaDB: the contract's answers."""
+
+import hashlib
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob
+from nodes.models import JoinCode, JudgeNode
+from nodes.services import node_issue_join_code, node_register
+from tests.concurrency import run_concurrently
+from tests.factories import HostGroupFactory, UserFactory, make_node, make_problem
+from tests.judging.helpers import submit
+from tests.live import NodeClient
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
+
+
+def client_for(server, node) -> NodeClient:
+    return NodeClient(server.url, credential=node.secret, session=node.session_epoch)
+
+
+def registered(pool="python"):
+    group = HostGroupFactory()
+    node, issued = node_register(name=f"n-{pool}-{time.monotonic_ns()}", pool=pool, base_url="https://127.0.0.1",
+                                 host_group_id=group.pk, max_slots=2, actor=None, now=timezone.now())
+    return node, issued.code
+
+
+def test_a_node_joins_claims_downloads_renews_and_settles(server):
+    node, code = registered()
+    agent = NodeClient(server.url)
+    joined = agent.join(code)
+    assert joined.status_code == 201
+    body = joined.json()
+    assert {"nodeId", "pool", "credential", "probeKey", "sessionEpoch", "protocolVersion", "heartbeatIntervalMs",
+            "renewIntervalMs", "leaseTtlMs", "claimWaitMs"} <= set(body)
+    assert (body["pool"], body["leaseTtlMs"], body["claimWaitMs"]) == ("python", 60000, 15000)
+    stored = JudgeNode.objects.get(pk=node.pk)
+    assert stored.credential_digest == hashlib.sha256(body["credential"].encode()).hexdigest()
+    JudgeNode.objects.filter(pk=node.pk).update(desired_state="ENABLED")
+
+    assert agent.heartbeat().json()["desiredState"] == "ENABLED"
+    submission = submit(UserFactory(), make_problem(languages=("python",)), code="print(42)")
+    claimed = agent.claim(free_slots=2, wait_ms=2000)
+    assert claimed.status_code == 200
+    [job] = claimed.json()["jobs"]
+    assert (job["submissionType"], job["submissionId"], job["leaseEpoch"], job["kind"]) == (
+        "ALGO", submission.pk, 1, "JUDGE")
+    assert job["source"]["digest"] == hashlib.sha256(b"print(42)").hexdigest() and job["sql"] is None
+
+    download = agent.artifact(job["jobId"], job["source"]["digest"], job["leaseEpoch"])
+    assert download.status_code == 200 and download.content == b"print(42)"
+    assert download.headers["X-Content-SHA256"] == job["source"]["digest"]
+    assert download.headers["Content-Length"] == "9"
+    case = job["cases"][0]["input"]
+    assert agent.artifact(job["jobId"], case["digest"], job["leaseEpoch"]).status_code == 200
+
+    renewed = agent.renew((job["jobId"], 1), (999999, 1)).json()["leases"]
+    assert renewed[0]["ok"] is True and renewed[0]["leaseRemainingMs"] == 60000
+    assert renewed[1] == {"jobId": 999999, "ok": False, "error": "lease_lost"}
+
+    result = {"leaseEpoch": 1, "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 3, "memoryKb": 800,
+              "compileOutput": "", "cases": [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 3,
+                                              "memoryKb": 800, "score": c["weight"]} for c in job["cases"]]}
+    assert agent.result(job["jobId"], result).json() == {"status": "settled"}
+    assert agent.result(job["jobId"], result).json() == {"status": "duplicate"}
+    conflicting = agent.result(job["jobId"], {**result, "verdict": "WA", "score": 0,
+                                              "cases": [{**c, "verdict": "WA", "score": 0} for c in result["cases"]]})
+    assert (conflicting.status_code, conflicting.json()["error"]) == (409, "result_conflict")
+
+
+def test_join_codes_have_one_answer_for_unknown_expired_and_used(server):
+    node, code = registered()
+    first = NodeClient(server.url).join(code)
+    assert first.status_code == 201
+    used = NodeClient(server.url).join(code)
+    unknown = NodeClient(server.url).join("not-a-code-" + "x" * 30)
+    _, expiring = registered()
+    JoinCode.objects.filter(code_digest=hashlib.sha256(expiring.encode()).hexdigest()).update(
+        expires_at=timezone.now() - timedelta(seconds=1))
+    expired = NodeClient(server.url).join(expiring)
+    answers = {(r.status_code, r.json()["error"], r.json()["detail"]) for r in (used, unknown, expired)}
+    assert answers == {(401, "invalid_join_code", "The join code is unknown, expired or already used.")}
+    assert len(code) >= 22  # 192 random bits, URL-safe
+    assert not JoinCode.objects.filter(code_digest=code).exists()
+
+
+def test_a_join_code_is_consumed_once_by_racing_agents(server):
+    node, code = registered()
+    results = run_concurrently([lambda: NodeClient(server.url).join(code).status_code for _ in range(8)])
+    assert sorted(results) == [201] + [401] * 7
+
+
+def test_a_newer_join_code_makes_the_earlier_one_stop_working(server):
+    node, code = registered()
+    newer = node_issue_join_code(node_id=node.pk, actor=None, now=timezone.now())
+    assert NodeClient(server.url).join(code).status_code == 401
+    assert NodeClient(server.url).join(newer.code).status_code == 201
+
+
+def test_a_second_session_supersedes_the_first_and_frees_its_leases_at_once(server):
+    node, _ = make_node(pool="python", max_slots=2)
+    first = client_for(server, node)
+    submit(UserFactory(), make_problem(languages=("python",)))
+    [job] = first.claim(wait_ms=2000).json()["jobs"]
+
+    second = client_for(server, node)
+    assert second.open_session().status_code == 200
+    assert second.session_epoch == first.session_epoch + 1
+
+    for response in (first.heartbeat(), first.renew((job["jobId"], job["leaseEpoch"])), first.claim(),
+                     first.artifact(job["jobId"], job["source"]["digest"], job["leaseEpoch"]),
+                     first.result(job["jobId"], {"leaseEpoch": job["leaseEpoch"], "outcome": "RELEASED"})):
+        assert (response.status_code, response.json()["error"]) == (409, "session_superseded")
+    [again] = second.claim(wait_ms=2000).json()["jobs"]
+    assert (again["jobId"], again["leaseEpoch"]) == (job["jobId"], job["leaseEpoch"] + 1)
+
+
+def test_other_nodes_other_pools_and_lost_leases_are_refused(server):
+    node_a, _ = make_node(pool="python")
+    node_b, _ = make_node(pool="python")
+    foreign, _ = make_node(pool="cpp")
+    a, b, f = client_for(server, node_a), client_for(server, node_b), client_for(server, foreign)
+    submit(UserFactory(), make_problem(languages=("python",)))
+    [job] = a.claim(wait_ms=2000).json()["jobs"]
+    digest, lease = job["source"]["digest"], job["leaseEpoch"]
+    released = {"leaseEpoch": lease, "outcome": "RELEASED"}
+
+    for intruder in (b, f):
+        assert intruder.artifact(job["jobId"], digest, lease).json()["error"] == "lease_lost"
+        assert intruder.renew((job["jobId"], lease)).json()["leases"][0] == {
+            "jobId": job["jobId"], "ok": False, "error": "lease_lost"}
+        assert intruder.result(job["jobId"], released).json()["error"] == "lease_lost"
+    assert a.artifact(job["jobId"], digest, lease + 1).json()["error"] == "lease_lost"
+    assert (a.artifact(job["jobId"], "0" * 64, lease).status_code, a.artifact(job["jobId"], "0" * 64, lease)
+            .json()["error"]) == (404, "not_in_manifest")
+    assert a.artifact(job["jobId"], "XYZ", lease).status_code == 400
+
+    # The lease runs out; the reaper gives the job back; the old holder is refused.
+    JudgeJob.objects.filter(pk=job["jobId"]).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert a.renew((job["jobId"], lease)).json()["leases"][0]["error"] == "lease_lost"
+    assert a.result(job["jobId"], released).json()["error"] == "lease_lost"
+    assert a.artifact(job["jobId"], digest, lease).json()["error"] == "lease_lost"
+
+
+def test_credentials_are_bearer_only_and_revocation_takes_effect_at_once(server):
+    node, _ = make_node(pool="python")
+    agent = client_for(server, node)
+    assert agent.heartbeat().status_code == 200
+    anonymous = NodeClient(server.url, session=node.session_epoch)
+    assert anonymous.heartbeat().status_code == 401
+    wrong_scheme = anonymous.post("heartbeat", {}, Authorization=f"Token {node.secret}")
+    assert (wrong_scheme.status_code, wrong_scheme.json()["error"]) == (401, "unauthenticated")
+    from nodes.services import node_revoke
+    node_revoke(node_id=node.pk, reason="stolen", actor=None, now=timezone.now())
+    for response in (agent.heartbeat(), agent.claim(), agent.open_session()):
+        assert (response.status_code, response.json()["error"]) == (401, "unauthenticated")
+
+
+def test_unknown_routes_are_404_before_authentication(server):
+    agent = NodeClient(server.url)
+    for path in ("nothing", "jobs/1/nothing", "jobs/abc/result", "join/"):
+        response = agent.post(path, {})
+        assert (response.status_code, response.json()["error"]) == (404, "not_found")
+
+
+def test_a_second_waiting_claim_of_the_same_node_ends_the_first(server):
+    node, _ = make_node(pool="python")
+    first, second = client_for(server, node), client_for(server, node)
+    answers = {}
+
+    def wait_first():
+        started = time.monotonic()
+        answers["first"] = (first.claim(wait_ms=10000).json(), time.monotonic() - started)
+
+    thread = threading.Thread(target=wait_first)
+    thread.start()
+    time.sleep(0.5)
+    second_response = {}
+    threading.Thread(target=lambda: second_response.update(r=second.claim(wait_ms=1500))).start()
+    thread.join(5)
+    assert not thread.is_alive(), "the first claim kept waiting"
+    body, elapsed = answers["first"]
+    assert body["jobs"] == [] and elapsed < 3
+
+
+def test_waiting_ends_with_no_jobs_and_the_desired_state(server):
+    node, _ = make_node(pool="python")
+    started = time.monotonic()
+    response = client_for(server, node).claim(wait_ms=700)
+    elapsed = time.monotonic() - started
+    assert response.json() == {"jobs": [], "desiredState": "ENABLED"}
+    assert 0.6 <= elapsed < 3
