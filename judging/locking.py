@@ -97,10 +97,19 @@ def lock_host_group(pk):
     return _lock_by_pk(JudgeHostGroup, Rank.HOST_GROUP, [pk]).get(pk)
 
 
-def lock_node(pk):
+def lock_node(pk, *, shared: bool = False):
+    """Lock a node row. `shared` lets many settles and renewals of one node run side by
+    side while still excluding what takes it exclusively (claim, session change, drain,
+    revoke): they only need the node's session and credential not to change under them.
+    A shared holder must not write the node row (two holders upgrading would deadlock)."""
     from nodes.models import JudgeNode
 
-    return _lock_by_pk(JudgeNode, Rank.NODE, [pk]).get(pk)
+    if not shared or connection.vendor != "mysql":
+        return _lock_by_pk(JudgeNode, Rank.NODE, [pk]).get(pk)
+    _acquire(Rank.NODE, [pk])
+    table = JudgeNode._meta.db_table
+    rows = list(JudgeNode.objects.raw(f"SELECT * FROM `{table}` WHERE `id` = %s LOCK IN SHARE MODE", [pk]))
+    return rows[0] if rows else None
 
 
 # --- submissions ------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ job committed in between is never missed: its wake-up hint, or the next fallback
 finds the waiter already registered.
 
 Table checks are per pool, not per waiter: on a hint, on the arrival of a waiter (at most
-every `ARRIVAL_CHECK_SECONDS`), and every `KECE_CLAIM_FALLBACK_MS` while anyone waits —
+every `ARRIVAL_CHECK_SECONDS`; a waiter arriving while the pool is known to have work
+claims at once), and every `KECE_CLAIM_FALLBACK_MS` while anyone waits —
 which covers lost hints, a Redis outage and backoffs that run out. A check counts the
 pool's claimable jobs and wakes that many waiters (and the node a bound diagnostic job is
 for); only woken waiters run a claim transaction. At most one check per pool is in
@@ -93,6 +94,9 @@ class _Pool:
         self.check_running = False
         self.check_again = False
         self.last_check = 0.0
+        # Claimable work may exist: set by hints and by checks that found jobs, cleared by a
+        # check that found none. A waiter arriving while it is set claims at once.
+        self.maybe_work = True
         self.fallback_task: asyncio.Task | None = None
 
 
@@ -136,7 +140,9 @@ class PoolWaiters:
         waiter = Waiter(node_id)
         state.waiters[node_id] = waiter
         self._ensure_background(pool, state)
-        if time.monotonic() - state.last_check >= ARRIVAL_CHECK_SECONDS:
+        if state.maybe_work:
+            waiter.wake()
+        elif time.monotonic() - state.last_check >= ARRIVAL_CHECK_SECONDS:
             self.hint(pool)
         return waiter
 
@@ -165,7 +171,10 @@ class PoolWaiters:
     def hint(self, pool: str) -> None:
         """A hint that `pool` may have work: check the table once more (coalesced)."""
         state = self.pools.get(pool)
-        if state is None or not state.waiters:
+        if state is None:
+            return
+        state.maybe_work = True
+        if not state.waiters:
             return
         if state.check_running:
             state.check_again = True
@@ -187,6 +196,7 @@ class PoolWaiters:
                 except Exception as exc:  # the database is down: the fallback tick retries
                     logger.warning("pool check failed", extra={"pool": pool, "error": str(exc)})
                     break
+                state.maybe_work = bool(bound) or state.check_again
                 self._wake(state, bound)
                 if not state.check_again:
                     break

@@ -143,5 +143,8 @@ def exception_handler(exc, context):
         return None  # unexpected: let it surface (logged) rather than hide a bug
     response = error_response(error)
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
-        response["WWW-Authenticate"] = 'Bearer realm="kece"'
+        # The challenge of the view's first authenticator (DRF puts it on the exception):
+        # `Token` for the admin and user APIs, `Bearer` for nodes. A 401 must name the
+        # scheme the caller should use.
+        response["WWW-Authenticate"] = getattr(exc, "auth_header", None) or 'Bearer realm="kece"'
     return response

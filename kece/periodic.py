@@ -27,6 +27,15 @@ def events_step(now=None):
     return report
 
 
+def checks_step(now=None):
+    from nodes.checks import checks_expire
+
+    expired = checks_expire(now=now or timezone.now())
+    if expired:
+        logger.warning("node checks expired", extra={"expired": expired})
+    return expired
+
+
 def run_guarded(step):
     """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
     close_old_connections()

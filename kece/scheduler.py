@@ -18,6 +18,7 @@ def PERIODIC_TASKS():
         ("judging.reap_expired_leases", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("judging.dispatch_settlement_events", settings.KECE_EVENT_INTERVAL_MS / 1000),
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
+        ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
     ]
 
 
@@ -29,6 +30,7 @@ def _steps():
         (periodic.reap_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.events_step, settings.KECE_EVENT_INTERVAL_MS / 1000),
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
+        (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
     ]
 
 

@@ -185,6 +185,10 @@ if DEBUG or TESTING:
     _default_networks += ["127.0.0.0/8", "::1/128"]
 KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
 KECE_PROBE_ALLOWED_PORTS = [int(p) for p in env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"])]
+# CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
+KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
+# A self-check the node has not finished by then fails.
+KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 180000)
 
 # --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
 

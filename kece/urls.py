@@ -6,6 +6,7 @@ from judging.api import admin as submission_admin
 from judging.api import submissions
 from kece import converters, views
 from nodes import api as node_admin
+from nodes import api_checks
 from pools import views as pool_views
 
 register_converter(converters.IdConverter, "id")
@@ -17,6 +18,8 @@ admin_api = [
     path("judgers/<id:node_id>/join-code", node_admin.JoinCodeView.as_view()),
     path("judgers/<id:node_id>/revoke", node_admin.RevokeView.as_view()),
     path("judgers/<id:node_id>/rotate", node_admin.RotateView.as_view()),
+    path("judgers/<id:node_id>/checks", api_checks.CheckStartView.as_view()),
+    path("judgers/<id:node_id>/checks/<id:check_id>", api_checks.CheckDetailView.as_view()),
     path("pools", node_admin.PoolFiguresView.as_view()),
     path("host-groups", node_admin.HostGroupListView.as_view()),
     path("host-groups/<id:group_id>", node_admin.HostGroupDetailView.as_view()),

@@ -1,5 +1,7 @@
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
+from django.urls import reverse_lazy
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularSwaggerView
 
 from kece.permissions import MANAGE_JUDGERS
@@ -9,6 +11,10 @@ def _is_api(request) -> bool:
     return request.path.startswith("/api/")
 
 
+# Exempt: routing comes before authentication (API.md), so an unknown API path is a 404 in
+# the envelope for every method; without this the CSRF middleware answers an unsafe
+# request to it with Django's HTML 403 page first.
+@csrf_exempt
 def not_found(request, exception=None):
     if _is_api(request):
         return JsonResponse({"error": "not_found", "detail": "No such route."}, status=404)
@@ -23,6 +29,8 @@ def server_error(request):
 
 
 # The API reference for admins, served with the bundled Swagger UI (no outside CDN).
-api_docs = permission_required(MANAGE_JUDGERS, login_url="/accounts/login/")(
+# Visitors without the permission are sent to the Django admin's login, the one that exists
+# (`/accounts/login/` and settings.LOGIN_URL `/admin/login/` are not routes here).
+api_docs = permission_required(MANAGE_JUDGERS, login_url=reverse_lazy("admin:login"))(
     SpectacularSwaggerView.as_view(url_name="schema")
 )

@@ -10,7 +10,7 @@ from kece.api import ContractView, iso, validated
 from kece.errors import Invalid, NotFound
 from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
 from nodes import serializers as s
-from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck
+from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
 from nodes.selectors import filter_nodes, nodes_with_running, pool_figures
 from nodes.services import (
     host_group_create, host_group_update, node_issue_join_code, node_register, node_revoke, node_update,
@@ -53,7 +53,7 @@ class JudgerListView(AdminView):
             OpenApiParameter("pool", str, enum=list(POOLS)),
             OpenApiParameter("state", str, enum=[c for c, _ in DesiredState.choices],
                              description="Matches desiredState."),
-            OpenApiParameter("observed", str, description="Matches observedState."),
+            OpenApiParameter("observed", str, enum=list(ObservedState.values), description="Matches observedState."),
             OpenApiParameter("page", int), OpenApiParameter("pageSize", int),
         ],
     )
@@ -65,8 +65,10 @@ class JudgerListView(AdminView):
             raise Invalid(f"pool must be one of {', '.join(POOLS)}", fields={"pool": ["unknown pool"]})
         if state and state not in DesiredState.values:
             raise Invalid("unknown state", fields={"state": ["unknown desired state"]})
-        nodes = filter_nodes(nodes_with_running(), pool=pool, state=state,
-                             observed=request.query_params.get("observed") or None, now=now)
+        observed = request.query_params.get("observed") or None
+        if observed and observed not in ObservedState.values:
+            raise Invalid("unknown observed state", fields={"observed": ["unknown observed state"]})
+        nodes = filter_nodes(nodes_with_running(), pool=pool, state=state, observed=observed, now=now)
         paginator = NodePagination()
         page = paginator.paginate_queryset(nodes, request, view=self)
         return paginator.get_paginated_response([_node_json(n, now) for n in page])

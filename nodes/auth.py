@@ -3,9 +3,9 @@
 The credential travels only in `Authorization: Bearer …`; the server keeps its sha-256
 digest and compares digests in constant time. Every state-changing call re-checks the
 credential and session on the locked node row, so revocation and rotation take effect
-at once. Only the *waiting* part of a long-poll claim may rely on a short-lived in-process
-cache of who a credential belongs to: waiting changes nothing, and the claim that follows
-re-checks everything under the lock. Every change to a node's session, credential or
+at once. Only the *waiting* part of a long-poll claim may rely on an in-process cache of who a
+credential belongs to (so that idle nodes cost the database nothing per request):
+waiting changes nothing, and the claim that follows re-checks everything under the lock. Every change to a node's session, credential or
 state is broadcast (`wakeups.node_changed_after_commit`), which drops the cached entry in
 every process and makes the node's waiting claim re-read who it is.
 """
@@ -24,7 +24,7 @@ from kece.errors import SessionSuperseded
 from nodes.models import JudgeNode
 
 SESSION_HEADER = "HTTP_X_JUDGE_SESSION"
-AUTH_CACHE_SECONDS = 5.0
+AUTH_CACHE_SECONDS = 60.0
 AUTH_CACHE_SIZE = 10000
 
 

@@ -50,3 +50,76 @@ def normalize_base_url(url: str) -> str:
     resolve_checked(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     return f"https://{shown_host}" + ("" if port == 443 else f":{port}")
+
+
+# --- the connectivity check -------------------------------------------------------------------
+
+PROBE_BODY_LIMIT = 64 * 1024
+PROBE_CONNECT_TIMEOUT = 3.0
+PROBE_READ_TIMEOUT = 5.0
+
+
+class ProbeFailed(Exception):
+    """The node's health endpoint did not prove what it should; the message says what."""
+
+
+def _pinned_session(hostname: str):
+    """A requests session whose HTTPS connections go to a given IP while TLS verifies the
+    certificate for `hostname` (SNI too): the address we checked is the one we talk to."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    class PinnedAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            kwargs["server_hostname"] = hostname
+            kwargs["assert_hostname"] = hostname
+            super().init_poolmanager(*args, **kwargs)
+
+    session = requests.Session()
+    session.trust_env = False  # no proxies from the environment
+    session.mount("https://", PinnedAdapter(max_retries=0))
+    return session
+
+
+def probe_health(node, *, challenge: str) -> dict:
+    """GET {baseUrl}/healthz?challenge=… under the SSRF rules; returns the parsed answer.
+
+    Approved networks and ports only, every resolved address checked, the connection pinned
+    to the checked address, certificate verified, no redirects, capped body, short timeouts.
+    The claim credential is never sent.
+    """
+    parts = urlsplit(node.base_url)
+    host, port = parts.hostname, parts.port or 443
+    if port not in settings.KECE_PROBE_ALLOWED_PORTS:
+        raise ProbeFailed(f"port {port} is not an approved port")
+    try:
+        addresses = resolve_checked(host, port)
+    except Invalid as exc:
+        raise ProbeFailed(exc.detail) from exc
+    address = addresses[0]
+    shown = f"[{address}]" if ":" in address else address
+    url = f"https://{shown}:{port}/healthz"
+    verify = settings.KECE_PROBE_CA_FILE or True
+    session = _pinned_session(host)
+    try:
+        response = session.get(url, params={"challenge": challenge}, headers={"Host": host}, verify=verify,
+                               allow_redirects=False, stream=True,
+                               timeout=(PROBE_CONNECT_TIMEOUT, PROBE_READ_TIMEOUT))
+        body = response.raw.read(PROBE_BODY_LIMIT + 1, decode_content=True)
+    except Exception as exc:  # TLS, refused, timeout, reset: all are a failed check
+        raise ProbeFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
+    finally:
+        session.close()
+    if response.status_code != 200:
+        raise ProbeFailed(f"health endpoint answered {response.status_code}")
+    if len(body) > PROBE_BODY_LIMIT:
+        raise ProbeFailed("health answer is larger than 64 KiB")
+    try:
+        import json
+
+        answer = json.loads(body)
+    except ValueError as exc:
+        raise ProbeFailed("health answer is not JSON") from exc
+    if not isinstance(answer, dict):
+        raise ProbeFailed("health answer is not a JSON object")
+    return answer

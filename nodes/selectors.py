@@ -5,7 +5,7 @@ from django.db.models import Count, Min, Q
 from judging.models import JobState
 from judging.timing import offline_after
 from nodes.checks import self_check_passed_for_current_config
-from nodes.models import DesiredState, JudgeNode, ObservedState
+from nodes.models import DesiredState, HostGroupStatus, JudgeNode, ObservedState
 
 
 def nodes_with_running():
@@ -21,6 +21,9 @@ def nodes_with_running():
 
 def observed_state(node, *, now) -> str:
     if node.revoked_at is not None or node.desired_state == DesiredState.DISABLED:
+        return ObservedState.DISABLED
+    if node.host_group.status != HostGroupStatus.ACTIVE:
+        # Claims give such a node no judge jobs; calling it "ready" would mislead.
         return ObservedState.DISABLED
     if node.desired_state == DesiredState.DRAINING:
         return ObservedState.DRAINING

@@ -30,7 +30,7 @@ PROTOCOL_VERSION = 1
 MAX_SLOTS_LIMIT = 256
 
 
-def _audit(*, node=None, host_group=None, actor, action: str, before: dict, after: dict, revision=None):
+def audit(*, node=None, host_group=None, actor, action: str, before: dict, after: dict, revision=None):
     NodeAudit.objects.create(
         node=node, host_group=host_group, actor=actor if getattr(actor, "pk", None) else None,
         actor_name=getattr(actor, "username", "") or (actor if isinstance(actor, str) else ""),
@@ -72,7 +72,7 @@ def node_issue_join_code(*, node_id: int, actor, now, action: str = "join_code")
         if node is None:
             raise NotFound()
         issued = _issue_join_code(node, actor=actor, now=now)
-        _audit(node=node, actor=actor, action=action, before={}, after={"joinCodeExpiresAt": issued.expires_at.isoformat()},
+        audit(node=node, actor=actor, action=action, before={}, after={"joinCodeExpiresAt": issued.expires_at.isoformat()},
                revision=node.revision)
     return issued
 
@@ -226,7 +226,7 @@ def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now)
     with transaction.atomic(durable=True):
         node = JudgeNode.objects.create(name=name, pool=pool, base_url=url, host_group=group, max_slots=max_slots)
         issued = _issue_join_code(node, actor=actor, now=now)
-        _audit(node=node, actor=actor, action="register", before={}, after=_node_fields(node, AUDITED_FIELDS),
+        audit(node=node, actor=actor, action="register", before={}, after=_node_fields(node, AUDITED_FIELDS),
                revision=node.revision)
     logger.info("node registered", extra={"node": node.pk, "pool": pool, "actor": getattr(actor, "username", "")})
     return node, issued
@@ -290,7 +290,7 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
         node.revision += 1
         node.save()
         node_changed_after_commit(node.pk)
-        _audit(node=node, actor=actor, action="update", before=before, after=_node_fields(node, AUDITED_FIELDS),
+        audit(node=node, actor=actor, action="update", before=before, after=_node_fields(node, AUDITED_FIELDS),
                revision=node.revision)
     logger.info("node updated", extra={"node": node.pk, "revision": node.revision, "state": node.desired_state,
                                        "actor": getattr(actor, "username", "")})
@@ -323,7 +323,7 @@ def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
         node.save()
         node_changed_after_commit(node.pk)
         JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
-        _audit(node=node, actor=actor, action="revoke", before=before,
+        audit(node=node, actor=actor, action="revoke", before=before,
                after={**_node_fields(node, AUDITED_FIELDS), "reason": (reason or "")[:500], "releasedLeases": released},
                revision=node.revision)
     logger.warning("node revoked", extra={"node": node.pk, "released": released, "reason": reason,
@@ -338,7 +338,7 @@ def host_group_create(*, name, host_id, total_slots, actor) -> JudgeHostGroup:
     if JudgeHostGroup.objects.filter(name=name).exists():
         raise Invalid("A host group with this name exists.", fields={"name": ["already taken"]})
     group = JudgeHostGroup.objects.create(name=name, host_id=host_id, total_slots=total_slots)
-    _audit(host_group=group, actor=actor, action="host_group_create", before={},
+    audit(host_group=group, actor=actor, action="host_group_create", before={},
            after={"name": name, "hostId": host_id, "totalSlots": total_slots}, revision=group.revision)
     return group
 
@@ -368,7 +368,7 @@ def host_group_update(*, group_id: int, revision, changes: dict, actor) -> Judge
         group.revision = F("revision") + 1
         group.save()
         group.refresh_from_db()
-        _audit(host_group=group, actor=actor, action="host_group_update", before=before,
+        audit(host_group=group, actor=actor, action="host_group_update", before=before,
                after={"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots},
                revision=group.revision)
     return group

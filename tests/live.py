@@ -30,12 +30,14 @@ def test_database_url() -> str:
 
 
 class LiveServer:
-    def __init__(self, env: dict | None = None, log_path: Path | None = None):
+    def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
+                 workers: int = 1):
+        self.workers = workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": database_url or test_database_url(),
             "KECE_TESTING": "1",
             "KECE_ARTIFACT_ROOT": str(settings.KECE_ARTIFACT_ROOT),
             "KECE_LOG_LEVEL": os.environ.get("KECE_LOG_LEVEL", "WARNING"),
@@ -47,11 +49,15 @@ class LiveServer:
         self.log_path = log_path
         self.process = None
 
+    @classmethod
+    def for_database(cls, database_url: str, **kwargs) -> "LiveServer":
+        return cls(database_url=database_url, **kwargs)
+
     def start(self, timeout: float = 30.0) -> "LiveServer":
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "kece.asgi:application", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", "--no-access-log"],
+             "--port", str(self.port), "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

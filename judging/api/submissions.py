@@ -7,7 +7,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, JudgeJob, Verdict
-from judging.selectors import ready_pools, submission_status
+from judging.selectors import ready_nodes, submission_status
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
 from kece.errors import NotFound
@@ -18,7 +18,8 @@ TAGS = ["submissions"]
 
 class SubmitIn(serializers.Serializer):
     problemId = serializers.IntegerField(min_value=1, max_value=2**62)
-    language = serializers.CharField(max_length=32)
+    # Not trimmed: `language` must name a pool exactly; " python" is "anything else" (API.md).
+    language = serializers.CharField(max_length=32, trim_whitespace=False)
     code = serializers.CharField(max_length=512 * 1024, trim_whitespace=False)
     lessonPracticeId = serializers.IntegerField(min_value=1, max_value=2**62, required=False, allow_null=True)
 
@@ -66,7 +67,9 @@ class SubmitView(UserView):
 
 def submission_json(submission, *, now) -> dict:
     job = JudgeJob.objects.filter(pk=submission.current_judge_job_id).first()
-    pool_ready = job is None or job.pool in ready_pools(now=now)
+    # A ready node only counts if it may be given this job: same pool *and* the runtime spec
+    # the job was created with (API.md, "Runtime specs"). Otherwise the job waits for no node.
+    pool_ready = job is None or ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exists()
     status, wait_reason = submission_status(submission, job, now=now, pool_has_ready_node=pool_ready)
     judged = status in Verdict.values
     return {

@@ -33,7 +33,7 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     """
     answers: dict[int, dict] = {}
     with transaction.atomic(durable=True):
-        node = lock_node(identity.node_id)
+        node = lock_node(identity.node_id, shared=True)
         check_node_identity(node, identity)
         until = now + lease_ttl()
         lost = []

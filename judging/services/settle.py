@@ -12,6 +12,7 @@ from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_job, lock_node, lock_submission
 from judging.models import JobKind, JobState, JudgeJob, Verdict
 from judging.services import outcomes
+from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 
 logger = logging.getLogger("kece.settle")
@@ -86,7 +87,8 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     """Apply a node's result; returns settled, duplicate, requeued or failed.
 
     1. Read the job's kind and submission without locks (to know what to lock).
-    2. Lock node → submission → job; re-check credential and session on the node row.
+    2. Lock node (shared: settles of one node do not queue behind each other) →
+       submission → job; re-check credential and session on the node row.
     3. Same lease already settled: the same digest is a `duplicate`, another one a conflict.
     4. Refuse a superseded job (pointer moved, cancelled) and any lease that is not this
        node's, this session's, this epoch's and unexpired.
@@ -100,7 +102,8 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
         raise LeaseLost("No such job for this node.")
     digest = request.digest()
     with transaction.atomic(durable=True):
-        node = lock_node(identity.node_id)
+        # A diagnostic result writes the node's self-check: that needs the node exclusively.
+        node = lock_node(identity.node_id, shared=meta["kind"] != JobKind.DIAGNOSTIC)
         check_node_identity(node, identity)
         submission = None
         if meta["kind"] == JobKind.JUDGE:
@@ -124,6 +127,9 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
         if request.outcome == JUDGED:
             _validate_judged(job, request)
         status = _apply(job, submission, request, now=now, node_id=node.pk, digest=digest)
+        # A slot of this node and host group is free again: a waiting claim that was
+        # refused as full may now take work.
+        publish_after_commit(job.pool)
     logger.info("result accepted", extra={"job": job.pk, "lease": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
     return status

@@ -1,0 +1,253 @@
+"""Dispatch benchmark: simulated nodes speaking real HTTP to uvicorn on MariaDB + Redis.
+
+    python bench/dispatch.py [--quick]
+
+The simulated judge only sleeps. Prints:
+  1. submit → claim latency p50/p95 with 50 waiting nodes (target: p95 under 50 ms);
+  2. end-to-end jobs/s for a 300-job burst on 16 slots with a 200 ms judge, and that
+     burst's makespan divided by the ideal (jobs × judge time ÷ slots) (target: within 5 %);
+  3. database statements per second while 50 and while 200 nodes wait on an empty queue
+     (target: bounded by the pools, not the number of nodes), counted for the server's own
+     MariaDB user so that nothing else on the database is included.
+Simulated nodes do not heartbeat (their heartbeat is set fresh for the whole run), so (3)
+is the cost of waiting alone; a real node adds one heartbeat UPDATE per interval.
+"""
+
+import argparse
+import asyncio
+import os
+import time
+
+try:
+    from bench._django import percentile, setup
+except ImportError:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench._django import percentile, setup
+
+PREFIX = "/api/v1/internal/judgers/"
+
+
+class SimNode:
+    def __init__(self, http, node, slots: int, judge_seconds: float, done: dict, received: dict):
+        self.http, self.node, self.slots = http, node, slots
+        self.free = slots
+        self.judge_seconds = judge_seconds
+        self.done, self.received = done, received
+        self.slot_freed = asyncio.Event()
+        self.headers = {"Authorization": f"Bearer {node.secret}", "X-Judge-Session": str(node.session_epoch)}
+        self.tasks = set()
+
+    async def run(self, stop: asyncio.Event, wait_ms: int = 15000):
+        while not stop.is_set():
+            if self.free == 0:
+                self.slot_freed.clear()
+                await self.slot_freed.wait()
+                continue
+            try:
+                response = await self.http.post(PREFIX + "jobs/claim", headers=self.headers,
+                                                json={"freeSlots": self.free, "waitMs": wait_ms})
+            except Exception:
+                await asyncio.sleep(0.1)
+                continue
+            now = time.perf_counter()
+            for job in response.json().get("jobs", []):
+                self.received[job["jobId"]] = now
+                self.free -= 1
+                task = asyncio.create_task(self.judge(job))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+
+    async def judge(self, job):
+        await asyncio.sleep(self.judge_seconds)
+        cases = [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 1, "memoryKb": 1, "score": c["weight"]}
+                 for c in job["cases"]]
+        body = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 1,
+                "memoryKb": 1, "compileOutput": "", "cases": cases}
+        response = await self.http.post(PREFIX + f"jobs/{job['jobId']}/result", headers=self.headers, json=body)
+        assert response.status_code == 200, response.text
+        self.done[job["jobId"]] = time.perf_counter()
+        # Like the agent: a slot is free once its result is confirmed.
+        self.free += 1
+        self.slot_freed.set()
+
+
+def make_nodes(count, slots, pool="python"):
+    from django.utils import timezone
+    from nodes.models import JudgeNode
+    from judging.identity import credential_digest
+    from tests.factories import HostGroupFactory
+
+    group = HostGroupFactory(total_slots=count * slots)
+    nodes = []
+    for i in range(count):
+        secret = f"bench-{pool}-{count}-{slots}-{i}-{time.monotonic_ns()}"
+        node = JudgeNode.objects.create(
+            name=f"bench-{time.monotonic_ns()}-{i}", pool=pool, base_url="https://10.0.0.1", host_group=group,
+            max_slots=slots, local_slots=slots, desired_state="ENABLED", runtime_spec=f"{pool}-r1",
+            credential_digest=credential_digest(secret), session_epoch=1, session_open=True, health_ok=True,
+            last_heartbeat_at=timezone.now() + timezone.timedelta(days=1))
+        node.secret = secret
+        nodes.append(node)
+    return nodes
+
+
+BENCH_USER = "kece_bench"
+
+
+def create_bench_user(database: str) -> str:
+    """The server under test connects as its own MariaDB user, so that its statements can
+    be counted apart from anything else the database serves (USER_STATISTICS)."""
+    import MySQLdb
+
+    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SET GLOBAL userstat=1")
+        cursor.execute(f"CREATE USER IF NOT EXISTS '{BENCH_USER}'@'%' IDENTIFIED BY 'bench'")
+        cursor.execute(f"CREATE USER IF NOT EXISTS '{BENCH_USER}'@'localhost' IDENTIFIED BY 'bench'")
+        for host in ("%", "localhost"):
+            cursor.execute(f"GRANT ALL PRIVILEGES ON `{database}`.* TO '{BENCH_USER}'@'{host}'")
+    finally:
+        conn.close()
+    return f"mysql://{BENCH_USER}:bench@127.0.0.1:3306/{database}"
+
+
+def statements() -> tuple[int, int]:
+    """(data statements, all statements) the server's database user has sent so far."""
+    import MySQLdb
+
+    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SELECT SELECT_COMMANDS + UPDATE_COMMANDS, SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS"
+                       " FROM information_schema.USER_STATISTICS WHERE USER = %s", [BENCH_USER])
+        row = cursor.fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+    finally:
+        conn.close()
+
+
+async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario):
+    import httpx
+
+    done, received = {}, {}
+    limits = httpx.Limits(max_connections=len(nodes) * 2 + 20, max_keepalive_connections=len(nodes) * 2 + 20)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as http:
+        sims = [SimNode(http, n, slots, judge_seconds, done, received) for n in nodes]
+        stop = asyncio.Event()
+        runners = [asyncio.create_task(s.run(stop)) for s in sims]
+        try:
+            return await scenario(done, received)
+        finally:
+            stop.set()
+            for sim in sims:
+                sim.slot_freed.set()
+            for runner in runners:
+                runner.cancel()
+            await asyncio.gather(*runners, return_exceptions=True)
+
+
+def submit_one(user, problem):
+    from judging.services.submit import submission_submit
+
+    submission = submission_submit(user=user, problem_id=problem.pk, language="python", code="print(1)\n")
+    return submission.current_judge_job_id
+
+
+async def latency(base_url, user, problem, samples):
+    nodes = await asyncio.to_thread(make_nodes, 50, 1)
+    submitted = {}
+
+    async def scenario(done, received):
+        await asyncio.sleep(1.5)  # every node is waiting
+        for _ in range(samples):
+            start = time.perf_counter()
+            job_id = await asyncio.to_thread(submit_one, user, problem)
+            submitted[job_id] = start
+            await asyncio.sleep(0.3)  # the node judges (0.1 s) and waits again
+        await asyncio.sleep(1.0)
+        return [received[j] - submitted[j] for j in submitted if j in received]
+
+    return await gather_nodes(base_url, nodes, 1, 0.1, scenario)
+
+
+async def burst(base_url, user, problem, jobs, nodes_count, slots, judge_seconds):
+    nodes = await asyncio.to_thread(make_nodes, nodes_count, slots)
+
+    async def scenario(done, received):
+        await asyncio.sleep(1.5)
+        start = time.perf_counter()
+
+        def submit_all():
+            return [submit_one(user, problem) for _ in range(jobs)]
+
+        job_ids = await asyncio.to_thread(submit_all)
+        while len([j for j in job_ids if j in done]) < jobs:
+            await asyncio.sleep(0.01)
+        return max(done[j] for j in job_ids) - start
+
+    return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
+
+
+async def idle(base_url, count, seconds):
+    nodes = await asyncio.to_thread(make_nodes, count, 1, "java")
+
+    async def scenario(done, received):
+        await asyncio.sleep(3.0)  # all waiting, caches warm
+        before = await asyncio.to_thread(statements)
+        await asyncio.sleep(seconds)
+        after = await asyncio.to_thread(statements)
+        return tuple((a - b) / seconds for a, b in zip(after, before))
+
+    return await gather_nodes(base_url, nodes, 1, 0.1, scenario)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples (for a smoke run)")
+    args = parser.parse_args()
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
+    setup("kece_bench_dispatch")
+
+    from django.conf import settings
+    from django.db import connection
+    from tests.factories import UserFactory, make_problem
+    from tests.live import LiveServer
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    user = UserFactory()
+    problem = make_problem(languages=("python",), cases=2)
+    connection.close()
+    server_db_url = create_bench_user(os.environ["DATABASE_URL"].rsplit("/", 1)[1])
+    server = LiveServer.for_database(server_db_url,
+                                     env={"KECE_IN_PROCESS_SCHEDULER": 1, "REDIS_URL": os.environ["REDIS_URL"]})
+    with server:
+        base = server.url
+        # Idle first: later phases leave settlement events for the dispatcher to apply,
+        # which is work, not waiting.
+        idle_seconds = 5 if args.quick else 20
+        idle_50 = asyncio.run(idle(base, 50, idle_seconds))
+        idle_200 = asyncio.run(idle(base, 200, idle_seconds))
+        lat = asyncio.run(latency(base, user, problem, 20 if args.quick else 100))
+        ideal = 300 * 0.2 / 16
+        makespan = asyncio.run(burst(base, user, problem, 300, 4, 4, 0.2))
+
+    ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
+    print("dispatch benchmark: uvicorn (1 process) + MariaDB + Redis, simulated nodes over HTTP")
+    print(f"  submit -> claim latency, 50 waiting nodes ({len(lat)} jobs): p50 {ms(percentile(lat, 50))}"
+          f"  p95 {ms(percentile(lat, 95))}  (target p95 < 50 ms: {'met' if percentile(lat, 95) < 0.05 else 'NOT met'})")
+    print(f"  300-job burst, 16 slots (4 nodes x 4), 200 ms judge: {300 / makespan:.1f} jobs/s end to end;"
+          f" makespan {makespan:.2f} s, ideal {ideal:.2f} s, ratio {makespan / ideal:.3f}"
+          f"  (target <= 1.05: {'met' if makespan / ideal <= 1.05 else 'NOT met'})")
+    print(f"  idle database statements/s (server's own user; with reaper, event dispatcher and snapshot running),"
+          f" empty queue:\n    50 waiting nodes: {idle_50[0]:.1f} data + {idle_50[1] - idle_50[0]:.1f} session/transaction"
+          f" = {idle_50[1]:.1f}/s\n    200 waiting nodes: {idle_200[0]:.1f} data +"
+          f" {idle_200[1] - idle_200[0]:.1f} session/transaction = {idle_200[1]:.1f}/s"
+          f"\n    ratio 200/50: {idle_200[1] / max(idle_50[1], 0.01):.2f} (bounded by pools, not nodes, if ~1)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""``python -m node_agent``: check configuration and this pool's runtime, then serve.
+
+Exit codes: 0 stopped cleanly (SIGTERM/SIGINT); 1 unexpected failure; 2 bad configuration;
+3 sandbox or runtime unusable; 4 join code or credential refused by the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import ssl
+import sys
+
+from . import AGENT_VERSION, log
+from .client import Client
+from .config import Config, ConfigError, load
+from .health import Identity, start as start_health
+from .judge import compile_limits
+from .loop import EXIT_CONFIG, EXIT_RUNTIME, Agent
+from .sandbox import Sandbox, probe, read_head, remove_tree, sweep_runs
+
+logger = log.get("main")
+
+
+def fail(code: int, message: str) -> int:
+    print(f"node_agent: {message}", file=sys.stderr)
+    return code
+
+
+def prepare_workspace(config: Config) -> None:
+    # 0711: the unprivileged sandbox user may traverse to its own box, list nothing.
+    os.chmod(config.workspace, 0o711)
+    runs = config.workspace / "runs"
+    runs.mkdir(mode=0o711, exist_ok=True)
+    os.chmod(runs, 0o711)
+
+
+def build_sandbox(config: Config) -> Sandbox:
+    binds = config.spec.binds
+    if config.bwrap is None:
+        if not config.allow_weak_sandbox:
+            raise RuntimeError("bubblewrap (bwrap) was not found on PATH; install it (Debian: apt-get install "
+                               "bubblewrap) or, for development only, set JUDGE_ALLOW_WEAK_SANDBOX=1")
+        return Sandbox(bwrap=None, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
+    sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
+    error = probe(sandbox, config.workspace / "runs")
+    if error is None:
+        return sandbox
+    hint = (" (every folder above JUDGE_WORKSPACE must be searchable (o+x) by the sandbox uid, and the "
+            "kernel must allow unprivileged user namespaces)")
+    if not config.allow_weak_sandbox:
+        raise RuntimeError(f"bubblewrap does not work here: {error}{hint}")
+    log.event(logger, logging.ERROR, "bubblewrap does not work here; falling back to the weak sandbox",
+              error=error[:300])
+    return Sandbox(bwrap=None, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
+
+
+def check_runtime(config: Config, sandbox: Sandbox) -> None:
+    """Only this pool's runtime is checked: its commands must run inside the sandbox."""
+    spec = config.spec
+    runs = config.workspace / "runs"
+    for argv in spec.check:
+        run_dir = runs / f"check-{secrets.token_hex(4)}"
+        run_dir.mkdir(mode=0o711)
+        try:
+            box = run_dir / "box"
+            sandbox.prepare_box(box)
+            res = sandbox.run(list(argv), box=box, box_writable=True, stdin=None, stdout=run_dir / "out",
+                              stderr=run_dir / "err", limits=compile_limits(spec), env=dict(spec.env))
+            version = (read_head(run_dir / "out", 4096)
+                       + read_head(run_dir / "err", 4096, res.stderr_offset)).decode("utf-8", "replace")
+            if res.setup_error or res.exit_code != 0:
+                raise RuntimeError(f"runtime check `{' '.join(argv)}` failed for spec {spec.id} "
+                                   f"(exit {res.exit_code}, signal {res.signal}): "
+                                   f"{(res.setup_error or version).strip()[:300]}")
+            log.event(logger, logging.INFO, "runtime ok", command=argv[0],
+                      version=(version.strip().splitlines() or [""])[0][:120])
+        finally:
+            remove_tree(run_dir)
+
+
+def main() -> int:
+    try:
+        config = load(dict(os.environ))
+    except ConfigError as exc:
+        return fail(EXIT_CONFIG, f"configuration error: {exc}")
+    log.setup(config.log_level)
+    log.event(logger, logging.INFO, "starting", version=AGENT_VERSION, pool=config.pool, spec=config.runtime_spec,
+              slots=config.local_slots, control=config.control_url)
+    if config.control_url_is_plain_http:
+        log.event(logger, logging.WARNING, "JUDGE_CONTROL_URL uses plain http (loopback only): credentials are "
+                  "not encrypted; use https in production")
+    if config.spec.stand_in:
+        log.event(logger, logging.WARNING, "runtime spec is a stand-in", spec=config.runtime_spec,
+                  note=config.spec.stand_in)
+
+    prepare_workspace(config)
+    sweep_runs(config.workspace / "runs")
+    try:
+        sandbox = build_sandbox(config)
+    except RuntimeError as exc:
+        return fail(EXIT_RUNTIME, str(exc))
+    if not sandbox.isolated:
+        for _ in range(3):
+            log.event(logger, logging.WARNING, "WEAK SANDBOX: bubblewrap is not in use; user code runs with rlimits "
+                      "only — it can reach the network and read the host's files. Development only "
+                      "(JUDGE_ALLOW_WEAK_SANDBOX=1).")
+    judge_db = None
+    try:
+        if config.pool == "mysql":
+            from .sqljudge import JudgeDb
+
+            judge_db = JudgeDb(config.mysql)
+            if not judge_db.ping():
+                raise RuntimeError(f"judge MySQL at {config.mysql.host}:{config.mysql.port} is unreachable "
+                                   "with JUDGE_MYSQL_URL")
+            log.event(logger, logging.INFO, "judge database ok", flavor=judge_db.flavor(),
+                      address=f"{config.mysql.host}:{config.mysql.port}")
+        else:
+            check_runtime(config, sandbox)
+    except RuntimeError as exc:
+        return fail(EXIT_RUNTIME, str(exc))
+
+    identity = Identity(config.pool, config.runtime_spec)
+    if config.health_listen is not None:
+        try:
+            start_health(config.health_listen, config.tls_cert, config.tls_key, identity)
+        except (OSError, ssl.SSLError) as exc:
+            return fail(EXIT_CONFIG, f"configuration error: health endpoint on "
+                        f"{config.health_listen[0]}:{config.health_listen[1]} cannot start: {exc}")
+    else:
+        log.event(logger, logging.WARNING, "health endpoint disabled (JUDGE_HEALTH_LISTEN=off): the control "
+                  "plane cannot verify this node")
+
+    client = Client(config.control_url, str(config.ca_file) if config.ca_file else None)
+    agent = Agent(config, client, sandbox, identity, judge_db=judge_db)
+    signal.signal(signal.SIGTERM, agent.request_stop)
+    signal.signal(signal.SIGINT, agent.request_stop)
+    return agent.run()
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(0)

@@ -1,0 +1,737 @@
+"""The protocol loop: session, heartbeat, claim, renew, judge, report.
+
+Threads, each a small ``*_step`` called in a loop so it can be tested alone:
+
+* **claim** — opens the session (joining first if the credential file holds a join code),
+  then keeps at most ONE long-poll claim in flight, asking for the free local slots;
+* **heartbeat** — every ``heartbeatIntervalMs``;
+* **renew** — every ``renewIntervalMs``, one batch call (≤ 64 per call) for every held lease;
+* **watchdog** — kills a job whose local lease deadline or total time limit passed;
+* one **worker** per claimed job, up to ``JUDGE_LOCAL_SLOTS`` at once.
+
+Lease deadlines use ``time.monotonic()``: receipt time + ``leaseRemainingMs`` − a safety
+margin, moved by every successful renew. If renewals fail until then, the sandbox is
+killed and the job dropped *before* the server could give it to another node, so two nodes
+never judge the same lease at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import AGENT_VERSION, PROTOCOL_VERSION, credentials, diagnostics, judge, log, sqljudge, verdicts
+from .cache import ArtifactCache, ArtifactError
+from .client import ApiError, Backoff, Client, TransportError
+from .config import Config
+from .credentials import JoinCode, NodeCredential
+from .health import Identity
+from .jobs import InfraError, JobCancelled, JobContext
+from .sandbox import Sandbox, new_run_dir, remove_tree, sweep_runs
+
+logger = log.get("loop")
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_RUNTIME = 3
+EXIT_AUTH = 4
+DROP_CODES = frozenset({"lease_lost", "superseded", "result_conflict", "cancelled"})
+
+
+class Fatal(Exception):
+    def __init__(self, exit_code: int, message: str):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class LeaseLost(Exception):
+    pass
+
+
+def safety_margin_s(remaining_ms: int) -> float:
+    """Stop this long before the server's lease ends: 10 %, and up to 5 s when the lease allows."""
+    return max(0.10 * remaining_ms, min(5000.0, 0.25 * remaining_ms)) / 1000
+
+
+@dataclass
+class Session:
+    node_id: int
+    epoch: int
+    heartbeat_ms: int
+    renew_ms: int
+    lease_ttl_ms: int
+    claim_wait_ms: int
+    desired_state: str | None = None
+
+    @classmethod
+    def from_answer(cls, data: dict) -> "Session":
+        try:
+            return cls(
+                node_id=int(data["nodeId"]), epoch=int(data["sessionEpoch"]),
+                heartbeat_ms=int(data["heartbeatIntervalMs"]), renew_ms=int(data["renewIntervalMs"]),
+                lease_ttl_ms=int(data["leaseTtlMs"]), claim_wait_ms=int(data["claimWaitMs"]),
+                desired_state=data.get("desiredState"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransportError(f"session answer is missing fields: {exc}") from None
+
+
+class JobRun:
+    """One claimed lease, from claim to result (or drop)."""
+
+    def __init__(self, job: dict, session_epoch: int, received: float, job_max_s: float):
+        self.job = job
+        self.job_id = int(job["jobId"])
+        self.lease_epoch = int(job["leaseEpoch"])
+        self.session_epoch = session_epoch
+        self.log = log.JobLog(logger, self.job_id, self.lease_epoch)
+        self.cancel = threading.Event()
+        remaining = int(job.get("leaseRemainingMs") or 0)
+        self.deadline = received + remaining / 1000 - safety_margin_s(remaining)
+        self.total_deadline = received + min(job_max_s, total_budget_s(job))
+        self.phase = "COMPILING"
+        self.testcase: int | None = None
+        self.state = "running"  # running → posting → finished
+        self.drop_reason: str | None = None
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.run_dir: Path | None = None
+        self.digests: set[str] = set()
+
+    def set_progress(self, phase: str, testcase: int | None) -> None:
+        if phase != self.phase or testcase != self.testcase:
+            self.phase, self.testcase = phase, testcase
+            self.log.debug("progress", phase=phase, testcase=testcase)
+
+    def abort(self, reason: str) -> bool:
+        """Stop judging now. False if the result is already being posted."""
+        with self.lock:
+            if self.drop_reason is None:
+                self.drop_reason = reason
+            self.cancel.set()
+            return self.state == "running"
+
+    def begin_post(self) -> bool:
+        with self.lock:
+            if self.drop_reason is not None:
+                return False
+            self.state = "posting"
+            return True
+
+    def begin_post_after_timeout(self) -> bool:
+        """A job stopped by its total time limit still holds its lease: report INFRA_ERROR."""
+        with self.lock:
+            if self.drop_reason != "job_timeout":
+                return False
+            self.state = "posting"
+            return True
+
+    def renew_item(self) -> dict:
+        return {"jobId": self.job_id, "leaseEpoch": self.lease_epoch,
+                "progress": {"phase": self.phase, "testcase": self.testcase or 0}}
+
+
+def total_budget_s(job: dict) -> float:
+    """Compile, every case, transfers and cleanup: beyond this something is stuck."""
+    limits = job.get("limits") or {}
+    time_ms = int(limits.get("timeLimitMs") or 1000)
+    if job.get("kind") == "DIAGNOSTIC":
+        return 300.0
+    cases = len(job.get("cases") or []) or 1
+    return 120.0 + cases * (time_ms * 2 + 2000) / 1000
+
+
+class Agent:
+    def __init__(self, config: Config, client: Client, sandbox: Sandbox, identity: Identity,
+                 judge_db: sqljudge.JudgeDb | None = None):
+        self.config = config
+        self.client = client
+        self.sandbox = sandbox
+        self.identity = identity
+        self.judge_db = judge_db
+        self.runs_root = config.workspace / "runs"
+        self.cache = ArtifactCache(config.workspace / "cache", max_bytes=config.cache_max_mb << 20)
+        self.lock = threading.Lock()
+        # Creating a run folder and sweeping the others must not interleave, or a sweep
+        # could remove a folder a worker has just made.
+        self.runs_lock = threading.Lock()
+        self.slot_freed = threading.Condition(self.lock)
+        self.jobs: dict[int, JobRun] = {}
+        self.session: Session | None = None
+        self.max_slots: int | None = None
+        self.stop_requested = threading.Event()
+        self.stopping = False
+        self.fatal: Fatal | None = None
+        self.threads: list[threading.Thread] = []
+        self.health_checks: dict[str, bool] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def request_stop(self, *_args) -> None:
+        """Signal handler: only sets a flag, the main thread does the work."""
+        self.stop_requested.set()
+
+    def run(self) -> int:
+        try:
+            self.session = self.open_session()
+        except Fatal as exc:
+            log.event(logger, logging.ERROR, str(exc))
+            return exc.exit_code
+        if self.session is None:  # stopped before the server answered
+            return EXIT_OK
+        self._after_session()
+        for name, target in (("claim", self.claim_loop), ("heartbeat", self.heartbeat_loop),
+                             ("renew", self.renew_loop), ("watchdog", self.watchdog_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        self.stop_requested.wait()
+        return self.shutdown()
+
+    def _fail(self, fatal: Fatal) -> None:
+        if self.fatal is None:
+            self.fatal = fatal
+        self.stop_requested.set()
+
+    def shutdown(self) -> int:
+        self.stopping = True
+        if self.fatal is not None:
+            log.event(logger, logging.ERROR, "stopping: " + str(self.fatal))
+            for jr in self._jobs():
+                jr.abort("fatal")
+            self._join_workers(self._jobs(), 10)
+            return self.fatal.exit_code
+        grace = self.config.stop_grace_ms / 1000
+        log.event(logger, logging.INFO, "stop requested: no new claims, finishing running jobs",
+                  running=len(self.jobs), grace_s=grace)
+        end = time.monotonic() + grace
+        while self._jobs() and time.monotonic() < end and self.fatal is None:
+            time.sleep(0.1)
+        to_release = [jr for jr in self._jobs() if jr.abort("stopping")]
+        self._join_workers(to_release, 15)
+        for jr in to_release:
+            self.release(jr)
+        # Results already being posted get a short while to land.
+        self._join_workers(self._jobs(), 10)
+        claim = next((t for t in self.threads if t.name == "claim"), None)
+        if claim is not None:
+            # A long-poll claim cannot be interrupted; what it brings after the stop is
+            # given back at once (start_job releases it). Wait for it within the grace period.
+            claim.join(timeout=max(0.0, end - time.monotonic()) + 0.5)
+        log.event(logger, logging.INFO, "stopped", released=len(to_release))
+        return EXIT_OK if self.fatal is None else self.fatal.exit_code
+
+    def _jobs(self) -> list[JobRun]:
+        with self.lock:
+            return list(self.jobs.values())
+
+    @staticmethod
+    def _join_workers(jobs: list[JobRun], timeout: float) -> None:
+        end = time.monotonic() + timeout
+        for jr in jobs:
+            if jr.thread is not None:
+                jr.thread.join(max(0.0, end - time.monotonic()))
+
+    # -- session -----------------------------------------------------------------------
+
+    def open_session(self) -> Session | None:
+        """Join (when the file holds a join code) or open a session; retry while the server is away."""
+        backoff = Backoff()
+        while not self.stop_requested.is_set():
+            try:
+                cred = credentials.read(self.config.credential_file)
+            except credentials.CredentialFileError as exc:
+                raise Fatal(EXIT_CONFIG, f"JUDGE_CREDENTIAL_FILE: {exc}") from None
+            try:
+                if isinstance(cred, JoinCode):
+                    data = self.client.join(join_code=cred.code, runtime_spec=self.config.runtime_spec,
+                                            local_slots=self.config.local_slots)
+                    cred = NodeCredential(node_id=int(data["nodeId"]), credential=str(data["credential"]),
+                                          probe_key=str(data["probeKey"]))
+                    try:
+                        credentials.write(self.config.credential_file, cred)
+                    except OSError as exc:
+                        # The join code is spent; without the file the next start could not
+                        # authenticate, so say so now rather than run on a credential we will lose.
+                        raise Fatal(EXIT_CONFIG, f"joined as node {cred.node_id} but cannot write "
+                                    f"JUDGE_CREDENTIAL_FILE ({exc}); issue a new join code") from None
+                    log.event(logger, logging.INFO, "joined; credential stored", node=cred.node_id)
+                else:
+                    self.client.credential = cred.credential
+                    data = self.client.open_session(runtime_spec=self.config.runtime_spec,
+                                                    local_slots=self.config.local_slots)
+                self.client.credential = cred.credential
+                self.identity.set(cred.node_id, cred.probe_key)
+                session = Session.from_answer(data)
+                self._check_session(data, session, cred)
+                log.event(logger, logging.INFO, "session open", node=session.node_id, session=session.epoch,
+                          desired=session.desired_state, heartbeat_ms=session.heartbeat_ms,
+                          renew_ms=session.renew_ms, lease_ms=session.lease_ttl_ms, claim_wait_ms=session.claim_wait_ms)
+                return session
+            except ApiError as exc:
+                if exc.code == "invalid_join_code":
+                    raise Fatal(EXIT_AUTH, "the join code was refused (unknown, expired or already used): "
+                                "ask for a new join code and write it alone into JUDGE_CREDENTIAL_FILE") from None
+                if exc.status == 401:
+                    raise Fatal(EXIT_AUTH, "the node credential was refused (revoked or unknown): "
+                                "write a new join code into JUDGE_CREDENTIAL_FILE") from None
+                if not exc.retryable:
+                    raise Fatal(1, f"the server refused to open a session: {exc}") from None
+                delay = backoff.next_delay(exc.retry_after)
+                log.event(logger, logging.WARNING, "server busy; retrying session", error=exc.code,
+                          retry_in_s=round(delay, 1))
+            except (TransportError, KeyError, ValueError, TypeError) as exc:
+                delay = backoff.next_delay()
+                log.event(logger, logging.WARNING, "control plane unreachable; retrying session",
+                          error=str(exc)[:300], retry_in_s=round(delay, 1))
+            self.stop_requested.wait(delay)
+        return None
+
+    def _check_session(self, data: dict, session: Session, cred: NodeCredential) -> None:
+        pool = data.get("pool")
+        if pool is not None and pool != self.config.pool:
+            raise Fatal(EXIT_CONFIG, f"this node is registered for pool {pool!r} but JUDGE_POOL is "
+                        f"{self.config.pool!r}")
+        protocol = data.get("protocolVersion")
+        if protocol is not None and int(protocol) != PROTOCOL_VERSION:
+            raise Fatal(EXIT_CONFIG, f"server speaks protocol {protocol}, this agent {PROTOCOL_VERSION}")
+        if session.node_id != cred.node_id:
+            log.event(logger, logging.WARNING, "server node id differs from the credential file",
+                      server=session.node_id, file=cred.node_id)
+
+    def _after_session(self) -> None:
+        """Leftovers of earlier runs are ours to remove once we know who we are."""
+        removed = self.sweep()
+        if removed:
+            log.event(logger, logging.INFO, "swept leftover workspaces", count=len(removed))
+        if self.judge_db is not None and self.session is not None:
+            self.judge_db.node_id = self.session.node_id
+            try:
+                dbs, users = self.judge_db.sweep()
+                if dbs or users:
+                    log.event(logger, logging.INFO, "swept leftover judge databases", databases=len(dbs),
+                              users=len(users))
+            except Exception as exc:  # the judge MySQL being down must not stop the agent
+                log.event(logger, logging.WARNING, "judge database sweep failed", error=str(exc)[:300])
+
+    def on_superseded(self, epoch: int) -> None:
+        """409 session_superseded: our leases are gone on the server; drop everything."""
+        with self.lock:
+            if self.session is None or self.session.epoch != epoch:
+                return
+            self.session = None
+            dropped = list(self.jobs.values())
+            for jr in dropped:
+                jr.abort("session_superseded")
+            self.slot_freed.notify_all()
+        log.event(logger, logging.WARNING, "session superseded: killed running sandboxes, dropped leases",
+                  session=epoch, dropped=len(dropped))
+
+    def _handle_api_error(self, exc: ApiError, epoch: int) -> None:
+        if exc.code == "session_superseded":
+            self.on_superseded(epoch)
+        elif exc.status == 401:
+            self._fail(Fatal(EXIT_AUTH, "the node credential was refused (revoked?): stopping"))
+
+    # -- claim -------------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        slots = self.config.local_slots
+        if self.max_slots is not None:
+            slots = min(slots, self.max_slots)
+        return max(0, slots - len(self.jobs))
+
+    def claim_loop(self) -> None:
+        backoff = Backoff()
+        while not self.stopping and not self.stop_requested.is_set():
+            try:
+                self.claim_step(backoff)
+            except Fatal as exc:
+                self._fail(exc)
+                return
+            except Exception:
+                log.event(logger, logging.ERROR, "claim loop error", exc_info=True)
+                self.stop_requested.wait(backoff.next_delay())
+
+    def claim_step(self, backoff: Backoff) -> None:
+        session = self.session
+        if session is None:
+            self._reset_for_new_session()
+            session = self.open_session()
+            if session is None:
+                return
+            with self.lock:
+                self.session = session
+            self._after_session()
+            return
+        with self.lock:
+            free = self.free_slots()
+            if free <= 0:
+                self.slot_freed.wait(1.0)
+                return
+        started = time.monotonic()
+        try:
+            answer = self.client.claim(session_epoch=session.epoch, free_slots=free, wait_ms=session.claim_wait_ms)
+        except ApiError as exc:
+            self._handle_api_error(exc, session.epoch)
+            if exc.code != "session_superseded" and exc.status != 401:
+                delay = backoff.next_delay(exc.retry_after)
+                log.event(logger, logging.WARNING, "claim failed", error=exc.code, retry_in_s=round(delay, 1))
+                self.stop_requested.wait(delay)
+            return
+        except TransportError as exc:
+            delay = backoff.next_delay()
+            log.event(logger, logging.WARNING, "claim failed", error=str(exc)[:300], retry_in_s=round(delay, 1))
+            self.stop_requested.wait(delay)
+            return
+        backoff.reset()
+        received = time.monotonic()
+        self._note_desired(answer.get("desiredState"))
+        jobs = answer.get("jobs") or []
+        for job in jobs:
+            try:
+                self.start_job(job, session, received)
+            except (KeyError, TypeError, ValueError) as exc:
+                # Not the contract's job object: nothing safe to run; its lease will lapse.
+                log.event(logger, logging.ERROR, "malformed job in claim answer", error=repr(exc)[:200])
+        if not jobs and received - started < 1.0:
+            # The server answered at once without work (e.g. disabled node): don't spin.
+            self.stop_requested.wait(1.0)
+
+    def _note_desired(self, desired: str | None) -> None:
+        session = self.session
+        if desired and session is not None and desired != session.desired_state:
+            log.event(logger, logging.INFO, "desired state changed", old=session.desired_state, new=desired)
+            session.desired_state = desired
+
+    def start_job(self, job: dict, session: Session, received: float) -> None:
+        jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000)
+        jr.log.info("claimed", kind=job.get("kind"),
+                    submission=f"{job.get('submissionType')}/{job.get('submissionId')}",
+                    cases=len(job.get("cases") or []), lease_ms=job.get("leaseRemainingMs"))
+        with self.lock:
+            self.jobs[jr.job_id] = jr
+            current = self.session is not None and self.session.epoch == session.epoch
+        if not current:
+            # Leased by a session that was superseded while the claim was in flight: the
+            # server already took these leases back.
+            jr.abort("session_superseded")
+            jr.log.warning("claimed by a superseded session; dropped")
+            self._forget(jr)
+            return
+        if self.stopping or self.stop_requested.is_set():
+            jr.abort("stopping")
+            self.release(jr)
+            self._forget(jr)
+            return
+        jr.thread = threading.Thread(target=self.worker, args=(jr,), name=f"job-{jr.job_id}", daemon=True)
+        jr.thread.start()
+
+    def _forget(self, jr: JobRun) -> None:
+        with self.lock:
+            if self.jobs.get(jr.job_id) is jr:
+                del self.jobs[jr.job_id]
+            self.slot_freed.notify_all()
+
+    def _reset_for_new_session(self) -> None:
+        """After a superseded session: wait for killed jobs to end, then clean the workspace."""
+        old = self._jobs()
+        self._join_workers(old, 15)
+        with self.lock:
+            for jr in old:
+                if self.jobs.get(jr.job_id) is jr and (jr.thread is None or not jr.thread.is_alive()):
+                    del self.jobs[jr.job_id]
+        self.sweep()
+
+    def sweep(self) -> list[str]:
+        with self.runs_lock:
+            return sweep_runs(self.runs_root, keep={jr.run_dir.name for jr in self._jobs() if jr.run_dir})
+
+    # -- heartbeat ---------------------------------------------------------------------
+
+    def heartbeat_loop(self) -> None:
+        # Heartbeats go on while a stopping agent still finishes jobs.
+        while not self.stop_requested.is_set() or self._jobs():
+            interval = self.heartbeat_step()
+            if self.stop_requested.is_set():
+                time.sleep(interval)
+            else:
+                self.stop_requested.wait(interval)
+
+    def health(self) -> dict:
+        checks = {"workspace": _workspace_ok(self.config.workspace), "sandbox": self.sandbox.isolated
+                  or self.config.allow_weak_sandbox}
+        if self.judge_db is not None:
+            checks["mysql"] = self.judge_db.ping()
+        checks.update(self.health_checks)
+        return {"ok": all(checks.values()), "checks": checks}
+
+    def heartbeat_step(self) -> float:
+        session = self.session
+        if session is None:
+            return 0.5
+        body = {"agentVersion": AGENT_VERSION, "runtimeSpec": self.config.runtime_spec,
+                "localSlots": self.config.local_slots, "running": len(self.jobs), "health": self.health()}
+        try:
+            answer = self.client.heartbeat(session_epoch=session.epoch, body=body)
+        except ApiError as exc:
+            self._handle_api_error(exc, session.epoch)
+            log.event(logger, logging.WARNING, "heartbeat failed", error=exc.code)
+            return min(2.0, session.heartbeat_ms / 1000) if exc.retryable else session.heartbeat_ms / 1000
+        except TransportError as exc:
+            log.event(logger, logging.WARNING, "heartbeat failed", error=str(exc)[:300])
+            return min(2.0, session.heartbeat_ms / 1000)
+        self._note_desired(answer.get("desiredState"))
+        max_slots = answer.get("maxSlots")
+        if isinstance(max_slots, int) and max_slots >= 0 and max_slots != self.max_slots:
+            log.event(logger, logging.INFO, "server slot limit", max_slots=max_slots)
+            self.max_slots = max_slots
+        interval = answer.get("heartbeatIntervalMs")
+        if isinstance(interval, int) and interval > 0:
+            session.heartbeat_ms = interval
+        return session.heartbeat_ms / 1000
+
+    # -- renew and deadlines -----------------------------------------------------------
+
+    def renew_loop(self) -> None:
+        while not self.stop_requested.is_set() or self._jobs():
+            session = self.session
+            wait = self.renew_step() if session is not None else 0.5
+            time.sleep(wait)
+
+    def renew_step(self) -> float:
+        """Renew every held lease of the current session; return seconds until the next round."""
+        session = self.session
+        if session is None:
+            return 0.5
+        held = [jr for jr in self._jobs() if jr.session_epoch == session.epoch and jr.drop_reason is None]
+        interval = session.renew_ms / 1000
+        if not held:
+            return min(interval, 0.5)
+        ok_all = True
+        for i in range(0, len(held), 64):
+            batch = held[i:i + 64]
+            sent_at = time.monotonic()
+            try:
+                answer = self.client.renew(session_epoch=session.epoch, leases=[jr.renew_item() for jr in batch])
+            except ApiError as exc:
+                self._handle_api_error(exc, session.epoch)
+                log.event(logger, logging.WARNING, "renew failed", error=exc.code, leases=len(batch))
+                ok_all = False
+                continue
+            except TransportError as exc:
+                log.event(logger, logging.WARNING, "renew failed", error=str(exc)[:300], leases=len(batch))
+                ok_all = False
+                continue
+            self.apply_renew(batch, answer, sent_at)
+        # After a failure, try again soon: the local deadline keeps us safe meanwhile.
+        return interval if ok_all else min(interval, 1.0)
+
+    def apply_renew(self, batch: list[JobRun], answer: dict, sent_at: float) -> None:
+        by_id = {jr.job_id: jr for jr in batch}
+        for item in answer.get("leases") or []:
+            jr = by_id.get(item.get("jobId"))
+            if jr is None:
+                continue
+            if item.get("ok"):
+                remaining = int(item.get("leaseRemainingMs") or 0)
+                # Measured from when the request left: the server's clock started no earlier.
+                jr.deadline = sent_at + remaining / 1000 - safety_margin_s(remaining)
+            else:
+                reason = str(item.get("error") or "lease_lost")
+                if jr.abort(reason) or jr.state == "posting":
+                    jr.log.warning("lease ended by the server; sandbox killed, job dropped", reason=reason)
+
+    def watchdog_loop(self) -> None:
+        while not self.stop_requested.is_set() or self._jobs():
+            self.watchdog_step(time.monotonic())
+            time.sleep(0.2)
+
+    def watchdog_step(self, now: float) -> None:
+        for jr in self._jobs():
+            if jr.drop_reason is not None:
+                continue
+            if now >= jr.deadline:
+                jr.abort("lease_deadline")
+                jr.log.warning("local lease deadline passed without a renewal; sandbox killed, job dropped")
+            elif now >= jr.total_deadline:
+                if jr.abort("job_timeout"):
+                    jr.log.error("job exceeded its total time limit; sandbox killed")
+
+    # -- judging -----------------------------------------------------------------------
+
+    def worker(self, jr: JobRun) -> None:
+        try:
+            with self.runs_lock:
+                jr.run_dir = new_run_dir(self.runs_root, jr.job_id, jr.lease_epoch)
+            body = self.execute(jr)
+            if body is not None and jr.begin_post():
+                self.post_result(jr, body)
+            elif jr.drop_reason == "job_timeout" and jr.begin_post_after_timeout():
+                self.post_result(jr, verdicts.infra_error(jr.lease_epoch, "job_timeout",
+                                                          "the job exceeded its total time limit on the node"))
+            elif jr.drop_reason not in (None, "stopping"):
+                jr.log.info("job dropped", reason=jr.drop_reason)
+        except Exception:
+            jr.log.error("worker failed", exc_info=True)
+        finally:
+            if jr.run_dir is not None:
+                remove_tree(jr.run_dir)
+            with jr.lock:
+                jr.state = "finished"
+            self._forget(jr)
+            self.sweep()
+            try:
+                self.cache.prune(keep=set().union(*(j.digests for j in self._jobs())) if self._jobs() else set())
+            except OSError:
+                pass
+
+    def fetch(self, jr: JobRun, entry: dict) -> Path:
+        def stream(digest: str):
+            session_epoch = jr.session_epoch
+            backoff = Backoff(base=0.5, cap=5.0)
+            for attempt in range(4):
+                if jr.cancel.is_set():
+                    raise JobCancelled()
+                try:
+                    _resp, chunks = self.client.artifact_stream(session_epoch=session_epoch, job_id=jr.job_id,
+                                                                lease_epoch=jr.lease_epoch, digest=digest)
+                    yield from chunks
+                    return
+                except ApiError as exc:
+                    if exc.code == "session_superseded":
+                        self.on_superseded(session_epoch)
+                        raise JobCancelled() from None
+                    if exc.code == "lease_lost":
+                        jr.abort("lease_lost")
+                        raise JobCancelled() from None
+                    if exc.status == 404:
+                        raise ArtifactError("artifact_missing", f"{digest}: {exc.code}") from None
+                    if not exc.retryable or attempt == 3:
+                        raise ArtifactError("artifact_unavailable", f"{digest}: {exc}") from None
+                    time.sleep(backoff.next_delay(exc.retry_after))
+                except TransportError as exc:
+                    # A broken stream may already have yielded bytes: the cache discards the
+                    # partial file, so give up on this download rather than resume it.
+                    raise ArtifactError("artifact_unavailable", f"{digest}: {exc}") from None
+                except OSError as exc:
+                    raise ArtifactError("artifact_unavailable", f"{digest}: {exc}") from None
+
+        if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
+            jr.digests.add(entry["digest"])
+        try:
+            return self.cache.get(entry, stream)
+        except ArtifactError:
+            raise
+        except (TransportError, OSError) as exc:
+            raise ArtifactError("artifact_unavailable", str(exc)) from None
+
+    def execute(self, jr: JobRun) -> dict | None:
+        job = jr.job
+        ctx = JobContext(job=job, run_dir=jr.run_dir, log=jr.log, cancel=jr.cancel,
+                         artifact=lambda entry: self.fetch(jr, entry), progress=jr.set_progress)
+        started = time.monotonic()
+        try:
+            if job.get("pool") not in (None, self.config.pool) or \
+                    job.get("runtimeSpec") not in (None, self.config.runtime_spec):
+                raise InfraError("runtime_mismatch", f"job for {job.get('pool')}/{job.get('runtimeSpec')} "
+                                 f"reached a {self.config.pool}/{self.config.runtime_spec} node")
+            if job.get("kind") == "DIAGNOSTIC":
+                body = diagnostics.run(ctx, spec=self.config.spec, sandbox=self.sandbox, judge_db=self.judge_db,
+                                       weak_allowed=self.config.allow_weak_sandbox)
+            elif self.config.pool == "mysql":
+                body = sqljudge.judge_sql(ctx, self.judge_db)
+            else:
+                body = judge.judge_program(ctx, self.config.spec, self.sandbox)
+        except JobCancelled:
+            return None
+        except ArtifactError as exc:
+            jr.log.error("test data unusable", error=exc.code, detail=str(exc))
+            body = verdicts.infra_error(jr.lease_epoch, exc.code, str(exc))
+        except InfraError as exc:
+            jr.log.error("infrastructure error", error=exc.code, detail=str(exc)[:500])
+            body = verdicts.infra_error(jr.lease_epoch, exc.code, str(exc))
+        except Exception as exc:
+            if jr.cancel.is_set():
+                return None
+            jr.log.error("judging crashed", exc_info=True)
+            body = verdicts.infra_error(jr.lease_epoch, "agent_error", f"{exc.__class__.__name__}: {exc}")
+        if jr.cancel.is_set():
+            return None
+        jr.log.info("judged", outcome=body["outcome"], verdict=body.get("verdict"), score=body.get("score"),
+                    error=body.get("error"), elapsed_ms=int((time.monotonic() - started) * 1000))
+        return body
+
+    def post_result(self, jr: JobRun, body: dict) -> None:
+        backoff = Backoff(base=0.5, cap=10.0)
+        fallback_sent = False
+        while True:
+            session = self.session
+            if session is None or session.epoch != jr.session_epoch:
+                jr.log.warning("session changed before the result was accepted; result dropped")
+                return
+            if jr.drop_reason in DROP_CODES or jr.drop_reason in ("lease_deadline", "session_superseded", "fatal"):
+                jr.log.warning("lease ended before the result was accepted; result dropped", reason=jr.drop_reason)
+                return
+            if time.monotonic() >= jr.deadline:
+                jr.log.warning("local lease deadline passed before the result was accepted; result dropped")
+                return
+            try:
+                answer = self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id, body=body)
+                jr.log.info("result accepted", status=answer.get("status"), outcome=body["outcome"],
+                            verdict=body.get("verdict"))
+                return
+            except ApiError as exc:
+                if exc.code == "session_superseded" or exc.status == 401:
+                    self._handle_api_error(exc, jr.session_epoch)
+                    jr.log.warning("result refused; dropped", error=exc.code)
+                    return
+                if exc.code in DROP_CODES:
+                    jr.log.warning("result refused; dropped", error=exc.code)
+                    return
+                if not exc.retryable:
+                    jr.log.error("result rejected", status=exc.status, error=exc.code, detail=exc.detail[:300])
+                    if fallback_sent or body["outcome"] != "JUDGED":
+                        return
+                    # Tell the server something rather than leave the lease to expire.
+                    fallback_sent = True
+                    body = verdicts.infra_error(jr.lease_epoch, "agent_error",
+                                                f"result rejected: {exc.status} {exc.code}")
+                    continue
+                delay = backoff.next_delay(exc.retry_after)
+                jr.log.warning("posting result failed; retrying", error=exc.code, retry_in_s=round(delay, 1))
+            except TransportError as exc:
+                delay = backoff.next_delay()
+                jr.log.warning("posting result failed; retrying", error=str(exc)[:200], retry_in_s=round(delay, 1))
+            time.sleep(delay)
+
+    def release(self, jr: JobRun) -> None:
+        """Give a lease back (graceful stop): requeued at once, the attempt is not counted."""
+        session = self.session
+        if session is None or session.epoch != jr.session_epoch:
+            return
+        for attempt in range(3):
+            try:
+                self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id,
+                                        body=verdicts.released(jr.lease_epoch))
+                jr.log.info("released")
+                return
+            except ApiError as exc:
+                if not exc.retryable:
+                    jr.log.warning("release refused", error=exc.code)
+                    return
+            except TransportError as exc:
+                jr.log.warning("release failed", error=str(exc)[:200])
+            time.sleep(0.5 * (attempt + 1))
+
+
+def _workspace_ok(workspace: Path) -> bool:
+    try:
+        return os.access(workspace, os.W_OK) and shutil.disk_usage(workspace).free > 256 << 20
+    except OSError:
+        return False

@@ -1,0 +1,60 @@
+// Expected verdict: OLE. Computes the right answers but forgets to stop: writes them again and
+// again, forever (in blocks of at least 1 MiB), passing any output limit within a second.
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+
+public class Main {
+    private static final class Reader {
+        private final InputStream in;
+        private final byte[] buffer = new byte[1 << 16];
+        private int length = 0, position = 0;
+
+        Reader(InputStream in) { this.in = in; }
+
+        private int read() throws IOException {
+            if (position == length) {
+                length = in.read(buffer, 0, buffer.length);
+                position = 0;
+                if (length <= 0) return -1;
+            }
+            return buffer[position++];
+        }
+
+        long nextLong() throws IOException {
+            int c = read();
+            while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = read();
+            boolean negative = c == '-';
+            if (negative) c = read();
+            long value = 0;
+            while (c >= '0' && c <= '9') {
+                value = value * 10 + (c - '0');
+                c = read();
+            }
+            return negative ? -value : value;
+        }
+    }
+
+    public static void main(String[] args) throws IOException {
+        Reader in = new Reader(new DataInputStream(System.in));
+        int n = (int) in.nextLong();
+        int q = (int) in.nextLong();
+        long[] prefix = new long[n + 1];
+        for (int i = 1; i <= n; i++) prefix[i] = prefix[i - 1] + in.nextLong();
+        StringBuilder answers = new StringBuilder();
+        for (int k = 0; k < q; k++) {
+            int l = (int) in.nextLong();
+            int r = (int) in.nextLong();
+            answers.append(prefix[r] - prefix[l - 1]).append('\n');
+        }
+        StringBuilder text = new StringBuilder();
+        while (text.length() < (1 << 20)) text.append(answers);
+        byte[] block = text.toString().getBytes(StandardCharsets.US_ASCII);
+        OutputStream out = System.out;
+        while (true) {
+            out.write(block);
+        }
+    }
+}

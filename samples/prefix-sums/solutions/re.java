@@ -1,0 +1,58 @@
+// Expected verdict: RE. Off-by-one loop bound: the values sit in a 0-based array of size n but
+// the prefix loop runs to i <= n, so values[n] throws ArrayIndexOutOfBoundsException, which
+// nothing catches: the JVM exits with a non-zero status on every case.
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintWriter;
+
+public class Main {
+    private static final class Reader {
+        private final InputStream in;
+        private final byte[] buffer = new byte[1 << 16];
+        private int length = 0, position = 0;
+
+        Reader(InputStream in) { this.in = in; }
+
+        private int read() throws IOException {
+            if (position == length) {
+                length = in.read(buffer, 0, buffer.length);
+                position = 0;
+                if (length <= 0) return -1;
+            }
+            return buffer[position++];
+        }
+
+        long nextLong() throws IOException {
+            int c = read();
+            while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = read();
+            boolean negative = c == '-';
+            if (negative) c = read();
+            long value = 0;
+            while (c >= '0' && c <= '9') {
+                value = value * 10 + (c - '0');
+                c = read();
+            }
+            return negative ? -value : value;
+        }
+    }
+
+    public static void main(String[] args) throws IOException {
+        Reader in = new Reader(new DataInputStream(System.in));
+        int n = (int) in.nextLong();
+        int q = (int) in.nextLong();
+        long[] values = new long[n];
+        long[] prefix = new long[n + 2];
+        for (int i = 0; i < n; i++) values[i] = in.nextLong();
+        for (int i = 0; i <= n; i++) prefix[i + 1] = prefix[i] + values[i];
+        StringBuilder out = new StringBuilder();
+        for (int k = 0; k < q; k++) {
+            int l = (int) in.nextLong();
+            int r = (int) in.nextLong();
+            out.append(prefix[r] - prefix[l - 1]).append('\n');
+        }
+        PrintWriter writer = new PrintWriter(System.out);
+        writer.print(out);
+        writer.flush();
+    }
+}

@@ -1,0 +1,12 @@
+SELECT class_name, name, total
+FROM (
+    SELECT s.class_name,
+           s.name,
+           SUM(e.score) AS total,
+           RANK() OVER (PARTITION BY s.class_name ORDER BY SUM(e.score) DESC) AS place
+    FROM students s
+    JOIN exams e ON e.student_id = s.id
+    GROUP BY s.id, s.class_name, s.name
+) ranked
+WHERE place = 1
+ORDER BY class_name, name;

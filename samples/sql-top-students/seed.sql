@@ -1,0 +1,41 @@
+INSERT INTO students (id, name, class_name) VALUES
+    (1, 'Alice', '10A'),
+    (2, 'Bob', '10A'),
+    (3, 'Carol', '10A'),
+    (4, 'Dan', '10B'),
+    (5, 'Eve', '10B'),
+    (6, 'Frank', '10B'),
+    (7, 'Grace', '10C'),
+    (8, 'Heidi', '10C'),
+    (9, 'Ivan', '10C'),
+    (10, 'Judy', '10D');
+
+-- Alice and Bob tie for the top of 10A (270 each). Heidi has the best single score of 10C
+-- but only two exams, so the lowest total. Judy, alone in 10D, has no exams at all.
+INSERT INTO exams (id, student_id, subject, score) VALUES
+    (1, 1, 'Math', 95),
+    (2, 1, 'Physics', 85),
+    (3, 1, 'Literature', 90),
+    (4, 2, 'Math', 80),
+    (5, 2, 'Physics', 100),
+    (6, 2, 'Literature', 90),
+    (7, 3, 'Math', 85),
+    (8, 3, 'Physics', 90),
+    (9, 3, 'Literature', 80),
+    (10, 4, 'Math', 70),
+    (11, 4, 'Physics', 80),
+    (12, 4, 'Literature', 90),
+    (13, 5, 'Math', 99),
+    (14, 5, 'Physics', 92),
+    (15, 5, 'Literature', 90),
+    (16, 6, 'Math', 60),
+    (17, 6, 'Physics', 70),
+    (18, 6, 'Literature', 70),
+    (19, 7, 'Math', 75),
+    (20, 7, 'Physics', 80),
+    (21, 7, 'Literature', 75),
+    (22, 8, 'Math', 100),
+    (23, 8, 'Physics', 98),
+    (24, 9, 'Math', 76),
+    (25, 9, 'Physics', 77),
+    (26, 9, 'Literature', 76);

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+
+from node_agent.config import ConfigError, parse_control_url, parse_listen, parse_mysql_url
+
+
+@pytest.mark.parametrize("raw, origin, plain", [
+    ("https://kece.internal", "https://kece.internal", False),
+    ("https://kece.internal:8443/", "https://kece.internal:8443", False),
+    ("http://127.0.0.1:8000", "http://127.0.0.1:8000", True),
+    ("http://localhost:8000", "http://localhost:8000", True),
+    ("http://[::1]:8000", "http://[::1]:8000", True),
+])
+def test_control_url_is_an_origin(raw, origin, plain):
+    assert parse_control_url(raw) == (origin, plain)
+
+
+@pytest.mark.parametrize("raw", ["http://10.1.2.3", "http://kece.internal", "https://x/api", "https://x?a=1",
+                                 "https://u:p@x", "kece.internal", "https://x:99999"])
+def test_other_control_urls_are_refused(raw):
+    with pytest.raises(ConfigError):
+        parse_control_url(raw)
+
+
+def test_listen_and_mysql_urls():
+    assert parse_listen("0.0.0.0:8443") == ("0.0.0.0", 8443)
+    assert parse_listen("[::]:8443") == ("::", 8443)
+    target = parse_mysql_url("mysql://judge:p%40ss@db.internal:3307/")
+    assert (target.user, target.password, target.host, target.port) == ("judge", "p@ss", "db.internal", 3307)
+    with pytest.raises(ConfigError):
+        parse_mysql_url("postgres://x")

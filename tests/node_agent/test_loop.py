@@ -1,0 +1,78 @@
+"""The loop's small pieces: deadlines, renew answers, the job state machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from node_agent import loop
+from node_agent.loop import JobRun, safety_margin_s, total_budget_s
+
+
+def job(job_id=1, lease=1, remaining=60000, **extra) -> dict:
+    return {"jobId": job_id, "leaseEpoch": lease, "leaseRemainingMs": remaining, "kind": "JUDGE",
+            "limits": {"timeLimitMs": 1000}, "cases": [{}, {}], **extra}
+
+
+def test_the_safety_margin_is_ten_percent_and_up_to_five_seconds():
+    assert safety_margin_s(60000) == 6.0
+    assert safety_margin_s(20000) == 5.0
+    assert safety_margin_s(3000) == 0.75
+
+
+def test_a_lease_deadline_is_receipt_time_plus_remaining_minus_margin():
+    jr = JobRun(job(remaining=60000), session_epoch=3, received=100.0, job_max_s=900)
+    assert jr.deadline == 100.0 + 60 - 6
+    assert jr.total_deadline == 100.0 + total_budget_s(job())
+
+
+class _Quiet:
+    """Just enough of an Agent for the renew and watchdog steps."""
+
+    apply_renew = loop.Agent.apply_renew
+    watchdog_step = loop.Agent.watchdog_step
+
+    def __init__(self, jobs):
+        self.jobs = {jr.job_id: jr for jr in jobs}
+
+    def _jobs(self):
+        return list(self.jobs.values())
+
+
+def test_renew_answers_move_deadlines_or_end_jobs():
+    a = JobRun(job(1), 1, received=0.0, job_max_s=900)
+    b = JobRun(job(2), 1, received=0.0, job_max_s=900)
+    c = JobRun(job(3), 1, received=0.0, job_max_s=900)
+    agent = _Quiet([a, b, c])
+    agent.apply_renew([a, b, c], {"leases": [
+        {"jobId": 1, "ok": True, "leaseRemainingMs": 60000},
+        {"jobId": 2, "ok": False, "error": "cancelled"},
+        {"jobId": 3, "ok": False, "error": "lease_lost"},
+    ]}, sent_at=50.0)
+    assert a.deadline == 50.0 + 54 and not a.cancel.is_set()
+    assert b.cancel.is_set() and b.drop_reason == "cancelled"
+    assert c.cancel.is_set() and c.drop_reason == "lease_lost"
+
+
+def test_the_watchdog_kills_at_the_lease_deadline_and_at_the_total_time_limit():
+    late = JobRun(job(1, remaining=10000), 1, received=0.0, job_max_s=900)
+    stuck = JobRun(job(2, remaining=10 ** 9), 1, received=0.0, job_max_s=30)
+    fine = JobRun(job(3), 1, received=0.0, job_max_s=900)
+    _Quiet([late, stuck, fine]).watchdog_step(now=31.0)
+    assert late.drop_reason == "lease_deadline" and late.cancel.is_set()
+    assert stuck.drop_reason == "job_timeout" and stuck.begin_post_after_timeout()
+    assert fine.drop_reason is None and not fine.cancel.is_set()
+
+
+def test_a_result_being_posted_is_not_released_under_it():
+    jr = JobRun(job(), 1, received=0.0, job_max_s=900)
+    assert jr.begin_post()
+    assert jr.abort("stopping") is False, "already posting: the stop path must not release it"
+    other = JobRun(job(2), 1, received=0.0, job_max_s=900)
+    assert other.abort("stopping") is True and not other.begin_post()
+
+
+@pytest.mark.parametrize("phase, testcase, expected", [("COMPILING", None, 0), ("JUDGING", 2, 2)])
+def test_renew_items_carry_progress(phase, testcase, expected):
+    jr = JobRun(job(7, lease=4), 1, received=0.0, job_max_s=900)
+    jr.set_progress(phase, testcase)
+    assert jr.renew_item() == {"jobId": 7, "leaseEpoch": 4, "progress": {"phase": phase, "testcase": expected}}

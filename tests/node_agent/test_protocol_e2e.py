@@ -1,0 +1,259 @@
+"""The agent as a client of the node API: credentials, sessions, leases, results, health, stop."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import stat
+import time
+
+import requests
+
+from .conftest import SUM_CASES, need_pool, verdict_of
+
+PY_AC = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def sleeper(seconds: float) -> str:
+    return f"import time\ntime.sleep({seconds})\na, b = map(int, input().split())\nprint(a + b)\n"
+
+
+SLOW_LIMITS = {"timeLimitMs": 30000, "memoryLimitMb": 128, "outputLimitKb": 64}
+
+
+def test_it_joins_once_then_opens_sessions_with_its_credential(plane, launch):
+    need_pool("python")
+    agent, node_id = launch(plane, "python")
+    node = plane.nodes[node_id]
+    data = json.loads(agent.credential.read_text())
+    assert data == {"nodeId": node_id, "credential": node.credential, "probeKey": node.probe_key}
+    assert stat.S_IMODE(os.stat(agent.credential).st_mode) == 0o600
+    assert node.joins == 1 and node.agent_version
+    agent.signal(signal.SIGTERM)
+    assert agent.wait(30) == 0
+
+    again, _ = launch(plane, "python", node_id=node_id, credential=agent.credential)
+    plane.wait_for(lambda: node.sessions_opened == 2, what="second session")
+    assert node.joins == 1, "a stored credential opens a session, it does not join again"
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
+    again.signal(signal.SIGTERM)
+    assert again.wait(30) == 0
+
+    # The operator rotates the node: a bare join code in the file means "join again".
+    agent.credential.write_text(plane.new_join_code(node_id) + "\n")
+    third, _ = launch(plane, "python", node_id=node_id, credential=agent.credential)
+    def stored() -> dict:
+        try:
+            return json.loads(agent.credential.read_text())
+        except ValueError:  # still the bare join code: the file is replaced atomically, never half-written
+            return {}
+
+    plane.wait_for(lambda: node.joins == 2 and stored().get("credential") == node.credential, what="second join")
+    assert stored()["nodeId"] == node_id
+
+
+def test_it_stops_with_a_clear_message_when_the_join_code_is_refused(plane, launch):
+    need_pool("python")
+    node_id, _code = plane.register_node("python")
+    agent, _ = launch(plane, "python", node_id=node_id, join_code="jc_unknown", wait_session=False)
+    assert agent.wait(60) == 4
+    assert "join code was refused" in agent.logs()
+    assert "Traceback" not in agent.logs()
+
+
+def test_a_corrupted_artifact_is_an_infra_error_never_a_verdict(plane, launch):
+    need_pool("python")
+    launch(plane, "python")
+    job_id = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    plane.corrupt.add(plane.jobs[job_id].cases[1]["output"]["digest"])
+    missing = plane.add_job(pool="python", source=PY_AC, cases=[("5 6\n", "11\n", 100)])
+    del plane.blobs[plane.jobs[missing].cases[0]["input"]["digest"]]
+
+    job = plane.wait_settled(job_id, timeout=60)
+    assert job.state == "FAILED", "retried up to the attempt limit, then failed (SYSTEM_ERROR)"
+    assert [r["outcome"] for r in job.results] == ["INFRA_ERROR"] * 3
+    assert {r["error"] for r in job.results} == {"artifact_corrupt"}
+    assert [r["leaseEpoch"] for r in job.results] == [1, 2, 3]
+    other = plane.wait_settled(missing, timeout=60)
+    assert other.state == "FAILED" and {r["error"] for r in other.results} == {"artifact_missing"}
+
+
+def test_the_health_endpoint_proves_the_probe_key_over_https(plane, launch, tls_files):
+    need_pool("python")
+    cert, key, ca = tls_files
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent, node_id = launch(plane, "python", health=f"127.0.0.1:{port}",
+                            env={"JUDGE_TLS_CERT": str(cert), "JUDGE_TLS_KEY": str(key)})
+    node = plane.nodes[node_id]
+    challenge = os.urandom(16).hex()
+    resp = requests.get(f"https://127.0.0.1:{port}/healthz", params={"challenge": challenge}, verify=str(ca),
+                        timeout=10)
+    assert resp.status_code == 200
+    body = resp.json()
+    expected = hmac.new(node.probe_key.encode(), challenge.encode(), hashlib.sha256).hexdigest()
+    assert body == {"nodeId": node_id, "pool": "python", "protocolVersion": 1, "agentVersion": node.agent_version,
+                    "runtimeSpec": "python-r1", "proof": expected}
+    assert node.credential not in resp.text and node.probe_key not in resp.text
+    for query in ("", "?challenge=", "?challenge=not-hex!", "?challenge=ab&challenge=cd"):
+        assert requests.get(f"https://127.0.0.1:{port}/healthz{query}", verify=str(ca), timeout=10).status_code == 400
+    assert requests.get(f"https://127.0.0.1:{port}/other", verify=str(ca), timeout=10).status_code == 404
+
+
+def test_sigterm_finishes_running_work_within_the_grace_and_releases_the_rest(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python", slots=2, env={"JUDGE_STOP_GRACE_MS": "4000"})
+    long_job = plane.add_job(pool="python", source=sleeper(25), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    short_job = plane.add_job(pool="python", source=sleeper(1.5), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: all(plane.jobs[j].state == "RUNNING" for j in (long_job, short_job)), what="both claimed")
+    time.sleep(0.5)
+
+    heartbeats = plane.nodes[agent.node_id].heartbeats
+    beats_before = len(heartbeats)
+    stopped_at = time.monotonic()
+    agent.signal(signal.SIGTERM)
+    assert agent.wait(30) == 0
+    assert time.monotonic() - stopped_at < 15
+    assert len(heartbeats) - beats_before <= 2 + (time.monotonic() - stopped_at), "heartbeats keep their pace"
+    assert verdict_of(plane, short_job)["verdict"] == "AC", "a job finishing within the grace period is reported"
+    released = plane.jobs[long_job]
+    assert [r["outcome"] for r in released.results] == ["RELEASED"]
+    assert released.state == "QUEUED" and released.attempts == 0, "RELEASED requeues without counting the attempt"
+    later = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    time.sleep(1)
+    assert plane.jobs[later].state == "QUEUED", "a stopped agent claims nothing"
+
+
+def test_a_superseded_session_kills_its_jobs_and_opens_a_new_session(plane, launch):
+    need_pool("python")
+    agent, node_id = launch(plane, "python", slots=1)
+    node = plane.nodes[node_id]
+    job_id = plane.add_job(pool="python", source=sleeper(4), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: plane.jobs[job_id].state == "RUNNING", what="claim")
+    time.sleep(0.5)
+    plane.supersede(node_id)  # leases of the old session are released at once, the job is requeued
+
+    body = verdict_of(plane, job_id, timeout=60)
+    job = plane.jobs[job_id]
+    assert body["verdict"] == "AC" and body["leaseEpoch"] == 2
+    assert len(job.results) == 1, "the first lease's sandbox was killed; only the new lease reported"
+    assert node.sessions_opened == 2
+    assert [c[1] for c in job.claims] == [1, 3], "claimed again through the new session"
+    assert "session superseded" in agent.logs()
+    assert agent.alive()
+
+
+def test_a_cancelled_lease_is_killed_and_dropped_and_frees_its_slot(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python", slots=1)
+    doomed = plane.add_job(pool="python", source=sleeper(25), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: (plane.jobs[doomed].progress or {}).get("phase") == "JUDGING", what="judging")
+    follower = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    plane.cancel(doomed)
+    start = time.monotonic()
+    assert verdict_of(plane, follower, timeout=30)["verdict"] == "AC"
+    assert time.monotonic() - start < 10, "the cancelled job's sandbox was killed, not waited for"
+    assert plane.jobs[doomed].results == []
+    agent.wait_log("lease ended by the server")
+
+
+def test_without_renewals_the_job_is_killed_before_its_lease_ends(make_plane, launch):
+    need_pool("python")
+    plane = make_plane(lease_ttl_ms=4000, renew_ms=1000)
+    agent, _ = launch(plane, "python", slots=1)
+    plane.inject(r"/jobs/renew", 503, "unavailable", count=1000, retry_after="1")
+    job_id = plane.add_job(pool="python", source=sleeper(25), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: plane.jobs[job_id].state == "RUNNING", what="claim")
+    claimed_at = plane.jobs[job_id].claims[0][3]
+    agent.wait_log("local lease deadline passed", timeout=10)
+    killed_within = time.monotonic() - claimed_at
+    assert killed_within < 4.0, "dropped before the server's lease could expire"
+    assert plane.jobs[job_id].results == []
+
+
+def test_transient_server_errors_are_retried_with_backoff(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python")
+    plane.inject(r"/jobs/claim", 503, "unavailable", count=2, retry_after="1")
+    plane.inject(r"/result", 503, "unavailable", count=2)
+    job_id = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    assert verdict_of(plane, job_id, timeout=60)["verdict"] == "AC"
+    assert len(plane.jobs[job_id].results) == 1
+    assert [s for _m, p, s in plane.calls(f"/jobs/{job_id}/result")] == [503, 503, 200]
+    agent.wait_log("posting result failed; retrying")
+
+
+def test_a_pending_node_runs_its_diagnostic_and_no_judge_job(plane, launch):
+    need_pool("python")
+    node_id, code = plane.register_node("python", desired_state="PENDING_VERIFICATION")
+    launch(plane, "python", node_id=node_id, join_code=code)
+    judge_job = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    diag = plane.add_job(pool="python", source=None, kind="DIAGNOSTIC", node_id=node_id)
+
+    body = verdict_of(plane, diag, timeout=60)
+    checks = {c["name"]: c for c in body["checks"]}
+    assert body["verdict"] == "AC" and body["score"] == 100 and body["cases"] == [], body["checks"]
+    assert {"sandbox", "compile", "run", "cpu_limit", "memory_limit"} <= set(checks)
+    assert all(c["ok"] for c in checks.values())
+    assert plane.jobs[judge_job].state == "QUEUED"
+    heartbeat = plane.nodes[node_id].heartbeats[-1]
+    assert heartbeat["health"]["ok"] is True and heartbeat["runtimeSpec"] == "python-r1"
+
+
+def test_after_kill_9_another_agent_finishes_the_job_with_exactly_one_result(make_plane, launch):
+    need_pool("python")
+    plane = make_plane(lease_ttl_ms=3000, renew_ms=500)
+    first, node_a = launch(plane, "python", slots=1)
+    job_id = plane.add_job(pool="python", source=sleeper(2), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: (plane.jobs[job_id].progress or {}).get("phase") == "JUDGING", what="judging on A")
+    first.proc.kill()  # SIGKILL: no release, no cleanup
+    first.wait(10)
+    time.sleep(0.5)
+    assert not any(line for line in _sandbox_processes()), "--die-with-parent took the sandbox down too"
+
+    second, node_b = launch(plane, "python", slots=1)
+    body = verdict_of(plane, job_id, timeout=30)
+    job = plane.jobs[job_id]
+    assert body["verdict"] == "AC" and len(job.results) == 1, "exactly one effective result"
+    assert job.claims[-1][0] == node_b and job.claims[0][0] == node_a
+
+
+
+def test_a_restarted_agent_takes_its_jobs_back_at_once_through_its_new_session(plane, launch):
+    need_pool("python")
+    agent, node_id = launch(plane, "python", slots=1)  # leases last 20 s here
+    job_id = plane.add_job(pool="python", source=sleeper(30), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    plane.wait_for(lambda: (plane.jobs[job_id].progress or {}).get("phase") == "JUDGING", what="judging")
+    agent.proc.kill()
+    agent.wait(10)
+    assert any(name.startswith(f"j{job_id}-e1-") for name in os.listdir(agent.workspace / "runs"))
+    killed_at = time.monotonic()
+
+    launch(plane, "python", slots=1, node_id=node_id, credential=agent.credential, workspace=agent.workspace)
+    plane.wait_for(lambda: len(plane.jobs[job_id].claims) == 2, timeout=15, what="reclaim after the new session")
+    assert plane.jobs[job_id].claims[1][3] - killed_at < 10, "released by the new session, not by lease expiry"
+    assert plane.jobs[job_id].claims[1][2] == 2
+    # The killed run's leftover workspace was swept at start.
+    plane.wait_for(lambda: not any(n.startswith(f"j{job_id}-e1-") for n in os.listdir(agent.workspace / "runs")),
+                   timeout=5, what="sweep of the leftover workspace")
+
+
+def test_a_revoked_credential_stops_the_agent(plane, launch):
+    need_pool("python")
+    agent, node_id = launch(plane, "python")
+    plane.nodes[node_id].credential = None  # revoked: every call is 401 now
+    assert agent.wait(30) == 4
+    assert "credential was refused" in agent.logs()
+
+
+def _sandbox_processes() -> list[str]:
+    import subprocess
+
+    # Live processes of the sandbox uid; a zombie is already dead, waiting for its reaper.
+    out = subprocess.run(["ps", "-u", "65534", "-o", "pid=,stat=,comm="], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")]

@@ -1,0 +1,86 @@
+"""The sandbox on its own: limits, measurement, cancellation, setup failures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs
+
+from .conftest import need
+
+
+@pytest.fixture
+def box(workdir):
+    need(shutil.which("bwrap") is not None, "bubblewrap (bwrap)")
+    runs = workdir / "runs"
+    runs.mkdir(mode=0o711)
+    os.chmod(runs, 0o711)
+    uid = 65534 if os.geteuid() == 0 else None
+    sandbox = Sandbox(bwrap=shutil.which("bwrap"), uid=uid, gid=uid)
+    run_dir = new_run_dir(runs, 1, 1)
+    sandbox.prepare_box(run_dir / "box")
+    return sandbox, run_dir
+
+
+def limits(**kw) -> Limits:
+    base = dict(cpu_ms=2000, wall_ms=5000, memory_kb=256 * 1024, address_space_bytes=512 << 20,
+                stack_bytes=8 << 20, file_size_bytes=1000, processes=16)
+    base.update(kw)
+    return Limits(**base)
+
+
+def run(box, script: str, cancel: threading.Event | None = None, **kw):
+    sandbox, run_dir = box
+    return sandbox.run(["/bin/sh", "-c", script], box=run_dir / "box", box_writable=True, stdin=None,
+                       stdout=run_dir / "out", stderr=run_dir / "err", limits=limits(**kw), cancel=cancel)
+
+
+def test_cpu_time_of_the_program_is_measured(box):
+    res = run(box, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done")
+    assert res.exit_code == 0 and res.cpu_ms >= 100 and res.memory_kb > 0
+    assert (box[1] / "out").read_bytes() == b"done\n"
+
+
+def test_output_beyond_the_file_size_limit_stops_the_program(box):
+    res = run(box, "yes flood")
+    assert (box[1] / "out").stat().st_size == 1000
+    assert res.signal is not None or res.exit_code != 0
+
+
+def test_the_wall_clock_limit_kills_a_sleeper(box):
+    res = run(box, "sleep 30", wall_ms=500)
+    assert res.wall_timeout and res.wall_ms < 3000
+
+
+def test_cancellation_kills_at_once(box):
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    res = run(box, "sleep 30", cancel=cancel)
+    assert res.cancelled and time.monotonic() - start < 3
+
+
+def test_the_program_stderr_excludes_the_sandbox_start_mark(box):
+    res = run(box, "echo oops >&2; exit 7")
+    assert res.exit_code == 7 and res.setup_error is None
+    assert read_head(box[1] / "err", 100, res.stderr_offset) == b"oops\n"
+
+
+def test_a_sandbox_that_cannot_be_set_up_is_not_a_program_failure(box):
+    sandbox, run_dir = box
+    res = sandbox.run(["/bin/true"], box=run_dir / "missing", box_writable=False, stdin=None,
+                      stdout=run_dir / "out", stderr=run_dir / "err", limits=limits())
+    assert res.setup_error and "bwrap" in res.setup_error
+
+
+def test_sweep_keeps_only_the_named_run_folders(tmp_path):
+    (tmp_path / "j1-e1-aa").mkdir()
+    (tmp_path / "j2-e1-bb").mkdir()
+    (tmp_path / "stray").write_text("x")
+    assert sorted(sweep_runs(tmp_path, keep={"j2-e1-bb"})) == ["j1-e1-aa", "stray"]
+    assert [p.name for p in tmp_path.iterdir()] == ["j2-e1-bb"]

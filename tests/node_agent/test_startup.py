@@ -1,0 +1,110 @@
+"""Starting the agent: configuration errors, sandbox requirements, exit codes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO, SUM_CASES, need_pool, verdict_of
+
+
+@pytest.fixture
+def base_env(tmp_path):
+    cred = tmp_path / "credential"
+    cred.write_text("jc_something\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
+    env.update({
+        "PYTHONPATH": str(REPO), "JUDGE_MODE": "pool", "JUDGE_POOL": "python",
+        "JUDGE_CONTROL_URL": "http://127.0.0.1:9", "JUDGE_CREDENTIAL_FILE": str(cred),
+        "JUDGE_WORKSPACE": str(tmp_path / "ws"), "JUDGE_HEALTH_LISTEN": "off",
+    })
+    return env
+
+
+def run_agent(env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "node_agent"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"JUDGE_MODE": ""}, "JUDGE_MODE must be 'pool'"),
+    ({"JUDGE_POOL": "rust"}, "JUDGE_POOL must be one of"),
+    ({"JUDGE_CONTROL_URL": "http://192.0.2.10"}, "plain http:// only for a loopback"),
+    ({"JUDGE_CONTROL_URL": "https://kece.internal/api"}, "origin only"),
+    ({"JUDGE_CONTROL_URL": "ftp://kece.internal"}, "JUDGE_CONTROL_URL must be https"),
+    ({"JUDGE_CREDENTIAL_FILE": "/nonexistent/credential"}, "does not exist"),
+    ({"JUDGE_LOCAL_SLOTS": "many"}, "JUDGE_LOCAL_SLOTS must be an integer"),
+    ({"JUDGE_LOCAL_SLOTS": "0"}, "JUDGE_LOCAL_SLOTS must be between"),
+    ({"JUDGE_HEALTH_LISTEN": None}, "JUDGE_HEALTH_LISTEN is required"),
+    ({"JUDGE_HEALTH_LISTEN": "127.0.0.1:8443"}, "JUDGE_TLS_CERT and JUDGE_TLS_KEY are required"),
+    ({"JUDGE_HEALTH_LISTEN": "nonsense"}, "must be host:port"),
+    ({"JUDGE_POOL": "mysql"}, "JUDGE_MYSQL_URL is required"),
+    ({"JUDGE_RUNTIME_SPEC": "python-r9"}, "runtime spec 'python-r9' is unknown"),
+    ({"JUDGE_RUNTIME_SPEC": "cpp-r1"}, "belongs to pool 'cpp'"),
+    ({"JUDGE_CA_FILE": "/nonexistent/ca.pem"}, "JUDGE_CA_FILE"),
+    ({"JUDGE_ALLOW_WEAK_SANDBOX": "maybe"}, "JUDGE_ALLOW_WEAK_SANDBOX must be 1 or 0"),
+])
+def test_bad_configuration_is_one_clear_line_and_exit_code_2(base_env, change, message):
+    for key, value in change.items():
+        if value is None:
+            base_env.pop(key)
+        else:
+            base_env[key] = value
+    result = run_agent(base_env)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_broken_runtime_spec_file_is_a_configuration_error(base_env, tmp_path):
+    spec = tmp_path / "specs.json"
+    spec.write_text('{"python-r1": {"run": "python3 main.py"}}')
+    base_env["JUDGE_RUNTIME_SPEC_FILE"] = str(spec)
+    result = run_agent(base_env)
+    assert result.returncode == 2 and "run must be a list of strings" in result.stderr
+
+
+def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base_env):
+    base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"
+    result = run_agent(base_env)
+    assert result.returncode == 3
+    assert "bubblewrap (bwrap) was not found" in result.stderr and "JUDGE_ALLOW_WEAK_SANDBOX" in result.stderr
+
+
+def test_weak_mode_says_so_loudly_and_still_judges(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python", env={"JUDGE_BWRAP": "/nonexistent/bwrap", "JUDGE_ALLOW_WEAK_SANDBOX": "1"})
+    job = plane.add_job(pool="python", source="a, b = map(int, input().split())\nprint(a + b)\n", cases=SUM_CASES)
+    assert verdict_of(plane, job)["verdict"] == "AC"
+    assert agent.logs().count("WEAK SANDBOX") >= 1
+    assert plane.nodes[agent.node_id].heartbeats[-1]["health"]["checks"]["sandbox"] is True
+
+
+def test_a_missing_compiler_is_reported_at_start(base_env, tmp_path, workdir):
+    need_pool("python")
+    spec = tmp_path / "specs.json"
+    spec.write_text('{"python-r1": {"check": [["no-such-interpreter", "--version"]]}}')
+    base_env["JUDGE_RUNTIME_SPEC_FILE"] = str(spec)
+    base_env["JUDGE_WORKSPACE"] = str(workdir / "ws")
+    result = run_agent(base_env)
+    assert result.returncode == 3
+    assert "runtime check `no-such-interpreter --version` failed" in result.stderr
+
+
+def test_a_health_address_in_use_is_a_configuration_error(base_env, tls_files, workdir):
+    need_pool("python")
+    cert, key, _ca = tls_files
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        base_env.update({"JUDGE_HEALTH_LISTEN": f"127.0.0.1:{port}", "JUDGE_TLS_CERT": str(cert),
+                         "JUDGE_TLS_KEY": str(key), "JUDGE_WORKSPACE": str(workdir / "ws")})
+        result = run_agent(base_env)
+    assert result.returncode == 2
+    assert "health endpoint on 127.0.0.1" in result.stderr
