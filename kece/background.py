@@ -1,5 +1,6 @@
-"""Work that must not run inside a request: a Celery task when a broker is configured, a
-thread of the web process in the embedded default. Both run the same plain function."""
+"""Work that must not run inside a request: a Celery task when a worker is deployed, a
+thread of the web process when the web process does the periodic work itself (the
+embedded default, `KECE_IN_PROCESS_SCHEDULER`). Both run the same plain function."""
 
 import importlib
 import logging
@@ -27,7 +28,7 @@ def run_after_commit(task_name: str, *args) -> None:
 
 def run_now(task_name: str, *args) -> None:
     function = _function(task_name)
-    if not settings.CELERY_TASK_ALWAYS_EAGER:
+    if not (settings.CELERY_TASK_ALWAYS_EAGER or settings.KECE_IN_PROCESS_SCHEDULER):
         from kece.celery import app
 
         app.send_task(task_name, args=args)

@@ -127,7 +127,7 @@ class Demo:
 
     def start_server(self, tls: dict) -> None:
         env = {**os.environ, "DEBUG": "1",
-               "KECE_PROBE_ALLOWED_PORTS": ",".join(str(p) for p in HEALTH_PORTS.values()),
+               "KECE_PROBE_ALLOWED_PORTS": f"{min(HEALTH_PORTS.values())}-{max(HEALTH_PORTS.values())}",
                "KECE_PROBE_CA_FILE": str(tls["ca"])}
         log = open(self.state / "server.log", "ab")
         self.processes.append(subprocess.Popen(

@@ -142,7 +142,8 @@ KECE_IN_PROCESS_SCHEDULER = env.bool("KECE_IN_PROCESS_SCHEDULER", default=not RE
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/api/docs/"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -184,7 +185,22 @@ _default_networks = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"
 if DEBUG or TESTING:
     _default_networks += ["127.0.0.0/8", "::1/128"]
 KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
-KECE_PROBE_ALLOWED_PORTS = [int(p) for p in env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"])]
+def _port_ranges(items) -> list[tuple[int, int]]:
+    """"443,8443,9000-9100" → [(443, 443), (8443, 8443), (9000, 9100)]."""
+    ranges = []
+    for item in items:
+        low, _, high = item.strip().partition("-")
+        try:
+            pair = (int(low), int(high or low))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"KECE_PROBE_ALLOWED_PORTS: {item!r} is not a port or a range") from exc
+        if not 1 <= pair[0] <= pair[1] <= 65535:
+            raise ImproperlyConfigured(f"KECE_PROBE_ALLOWED_PORTS: {item!r} is out of range")
+        ranges.append(pair)
+    return ranges
+
+
+KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"]))
 # CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
 # A self-check the node has not finished by then fails.

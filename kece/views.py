@@ -1,6 +1,5 @@
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
-from django.urls import reverse_lazy
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularSwaggerView
 
@@ -29,8 +28,7 @@ def server_error(request):
 
 
 # The API reference for admins, served with the bundled Swagger UI (no outside CDN).
-# Visitors without the permission are sent to the Django admin's login, the one that exists
-# (`/accounts/login/` and settings.LOGIN_URL `/admin/login/` are not routes here).
-api_docs = permission_required(MANAGE_JUDGERS, login_url=reverse_lazy("admin:login"))(
+# Visitors without the permission are sent to settings.LOGIN_URL.
+api_docs = permission_required(MANAGE_JUDGERS)(
     SpectacularSwaggerView.as_view(url_name="schema")
 )

@@ -9,6 +9,14 @@ from django.conf import settings
 from kece.errors import Invalid
 
 
+def port_allowed(port: int) -> bool:
+    for entry in settings.KECE_PROBE_ALLOWED_PORTS:
+        low, high = entry if isinstance(entry, tuple | list) else (entry, entry)
+        if low <= port <= high:
+            return True
+    return False
+
+
 def _allowed_networks():
     return [ipaddress.ip_network(n, strict=False) for n in settings.KECE_PROBE_ALLOWED_NETWORKS]
 
@@ -44,7 +52,7 @@ def normalize_base_url(url: str) -> str:
         raise Invalid("baseUrl must be an https:// URL.", fields={"baseUrl": ["must use https"]})
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
         raise Invalid("baseUrl must be just https://host[:port].", fields={"baseUrl": ["only scheme, host, port"]})
-    if port not in settings.KECE_PROBE_ALLOWED_PORTS:
+    if not port_allowed(port):
         raise Invalid(f"Port {port} is not an approved port.", fields={"baseUrl": ["port not approved"]})
     host = parts.hostname.lower()
     resolve_checked(host, port)
@@ -90,7 +98,7 @@ def probe_health(node, *, challenge: str) -> dict:
     """
     parts = urlsplit(node.base_url)
     host, port = parts.hostname, parts.port or 443
-    if port not in settings.KECE_PROBE_ALLOWED_PORTS:
+    if not port_allowed(port):
         raise ProbeFailed(f"port {port} is not an approved port")
     try:
         addresses = resolve_checked(host, port)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from .conftest import SUM_CASES, need_pool, verdict_of
@@ -108,4 +109,8 @@ def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plan
     after = verdict_of(plane, plane.add_job(pool="cpp", source=CPP_AC, cases=SUM_CASES, limits=LIMITS))
     assert after["verdict"] == "AC", "the agent still judges normally afterwards"
     assert _sandbox_processes() == before, "no process of the bombs outlives its run"
+    # The folder goes right after the result is posted: give the agent a moment.
+    deadline = time.monotonic() + 10
+    while list((agent.workspace / "runs").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert list((agent.workspace / "runs").iterdir()) == [], "run folders are swept after each job"

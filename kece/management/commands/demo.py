@@ -42,8 +42,8 @@ class Command(BaseCommand):
             for pool in available:
                 demo.start_agent(pool, tls, weak)
             enabled = demo.verify_and_enable(nodes)
-            say(f"open {demo.base}/ (public status), {demo.base}/admin/judgers (console),"
-                f" {demo.base}/api/docs/ (API) — user admin / {demo.password}")
+            say(f"open {demo.base}/api/docs/ (API reference), {demo.base}/api/v1/system/judgers/summary"
+                f" (public status), {demo.base}/django-admin/ (tables) — user admin, password {demo.password}")
             demo.follow(demo.submit_samples(enabled))
             if no_wait:
                 return

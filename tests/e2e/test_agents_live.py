@@ -1,0 +1,159 @@
+"""Real agents against the real server: verdicts, checks, crashes and bad data."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from judging import artifacts
+from judging.models import JobState, JudgeJob, Problem, SettlementEvent
+from judging.services.problems import problem_import
+from judging.services.submit import submission_submit
+import requests
+
+from nodes.models import DesiredState
+from tests.e2e.conftest import job_of, need_pool, terminal, wait_for
+from tests.factories import UserFactory, make_problem
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+def admin_token() -> str:
+    from django.contrib.auth.models import Permission
+    from rest_framework.authtoken.models import Token
+
+    admin = UserFactory()
+    admin.user_permissions.add(Permission.objects.get(codename="manage_judgers"))
+    return Token.objects.create(user=admin).key
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+EXTENSIONS = {"cpp": "cpp", "java": "java", "python": "py", "arkts": "ts", "mysql": "sql"}
+
+
+def test_every_sample_solution_gets_the_verdict_it_was_written_for(agents):
+    pools = ["cpp", "java", "python", "arkts", "mysql"]
+    for pool in pools:
+        need_pool(pool)
+    for pool in pools:
+        node = agents.register(pool, slots=2)
+        agents.start(node, slots=2)
+        agents.enable(node)
+    student = UserFactory()
+    expected = []
+    for package in sorted(p for p in SAMPLES.iterdir() if (p / "problem.json").is_file()):
+        problem, _ = problem_import(package)
+        for language in json.loads((package / "problem.json").read_text())["languages"]:
+            for source in sorted((package / "solutions").glob(f"*.{EXTENSIONS[language]}")):
+                submission = submission_submit(user=student, problem_id=problem.pk, language=language,
+                                               code=source.read_text())
+                expected.append((f"{problem.slug}/{source.name}", source.stem.upper(), submission))
+    assert len(expected) >= 60
+    wait_for(lambda: all(terminal(s) for _, _, s in expected), 600, "every sample judged")
+    got = {}
+    for name, verdict, submission in expected:
+        submission.refresh_from_db()
+        got[name] = (verdict, submission.verdict, submission.score)
+    wrong = {name: v for name, v in got.items() if v[0] != v[1]}
+    assert wrong == {}
+    assert all(score == 100 for (verdict, _, score) in got.values() if verdict == "AC")
+
+
+def test_a_registered_agent_passes_its_checks_and_can_then_be_enabled(agents):
+    need_pool("python")
+    node = agents.register("python")
+    agent = agents.start(node)
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.PENDING_VERIFICATION
+    admin = requests.Session()
+    admin.headers["Authorization"] = f"Token {admin_token()}"
+    base = f"{agents.server.url}/api/v1/admin/judgers/{node.pk}"
+    refused = admin.patch(base, json={"revision": node.revision, "desiredState": "ENABLED"})
+    assert (refused.status_code, refused.json()["error"]) == (409, "not_verified")
+
+    started = admin.post(base + "/checks")
+    assert started.status_code == 202
+    check_url = f"{base}/checks/{started.json()['checkId']}"
+    wait_for(lambda: admin.get(check_url).json()["status"] != "RUNNING", 60, "the check finished", agent)
+    check = admin.get(check_url).json()
+    assert check["status"] == "PASSED", check["items"]
+    names = {item["name"] for item in check["items"]}
+    assert {"tls", "identity", "pool", "protocol", "runtime"} <= names and len(names) > 5
+    revision = admin.get(base).json()["revision"]
+    enabled = admin.patch(base, json={"revision": revision, "desiredState": "ENABLED"})
+    assert enabled.status_code == 200 and enabled.json()["desiredState"] == "ENABLED"
+
+
+def _slow_problem():
+    return make_problem(languages=("python",), cases=1, time_limit_ms=20000)
+
+
+SLOW_CODE = "import time\ntime.sleep(4)\nprint(0)\n"
+
+
+def test_kill_9_mid_job_another_agent_completes_it_once(agents):
+    need_pool("python")
+    first, second = agents.register("python", slots=1), agents.register("python", slots=1)
+    doomed = agents.start(first, slots=1)
+    agents.enable(first)
+    submission = submission_submit(user=UserFactory(), problem_id=_slow_problem().pk, language="python",
+                                   code=SLOW_CODE)
+    wait_for(lambda: job_of(submission).state == JobState.RUNNING and job_of(submission).node_id == first.pk,
+             60, "the first agent runs the job", doomed)
+    os.killpg(doomed.pid, signal.SIGKILL)
+    agents.start(second, slots=1)
+    agents.enable(second)
+    wait_for(lambda: terminal(submission), 90, "the second agent finished the job")
+    job = job_of(submission)
+    assert job.state == JobState.COMPLETED and job.settled_node_id == second.pk and job.lease_epoch == 2
+    submission.refresh_from_db()
+    assert submission.judged_generation == 1 and submission.verdict == "WA"
+    assert JudgeJob.objects.filter(submission_id=submission.pk, state=JobState.COMPLETED).count() == 1
+    assert SettlementEvent.objects.filter(job=job).count() == 1
+
+
+def test_a_restarted_agent_takes_its_job_back_at_once(tls, tmp_path, settings):
+    from tests.e2e.conftest import Agents, start_server
+
+    need_pool("python")
+    settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (1024, 65535)]
+    server = start_server(tls, tmp_path, KECE_LEASE_TTL_MS=60000, KECE_RENEW_INTERVAL_MS=15000)
+    fleet = Agents(server, tls)
+    try:
+        node = fleet.register("python", slots=1)
+        agent = fleet.start(node, slots=1)
+        fleet.enable(node)
+        submission = submission_submit(user=UserFactory(), problem_id=_slow_problem().pk, language="python",
+                                       code=SLOW_CODE)
+        wait_for(lambda: job_of(submission).state == JobState.RUNNING, 60, "the agent runs the job", agent)
+        os.killpg(agent.pid, signal.SIGKILL)
+        restarted_at = time.monotonic()
+        again = fleet.start(node, slots=1)
+        wait_for(lambda: job_of(submission).lease_epoch == 2, 30, "the job leased again", again)
+        assert time.monotonic() - restarted_at < 20, "not through the 60 s lease expiry"
+        wait_for(lambda: terminal(submission), 60, "the job finished", again)
+        assert job_of(submission).settled_node_id == node.pk
+    finally:
+        fleet.stop()
+        server.stop()
+
+
+def test_a_corrupted_artifact_is_retried_and_ends_in_system_error_never_a_verdict(agents):
+    need_pool("python")
+    node = agents.register("python")
+    agent = agents.start(node)
+    agents.enable(node)
+    problem = make_problem(languages=("python",), cases=1)
+    case_input = problem.current_manifest.cases[0]["input"]["digest"]
+    path = artifacts.path_for(case_input)
+    path.write_bytes(b"corrupted on the server\n")
+    submission = submission_submit(user=UserFactory(), problem_id=problem.pk, language="python",
+                                   code="print(input())\n")
+    wait_for(lambda: terminal(submission), 90, "the job gave up", agent)
+    job = job_of(submission)
+    assert job.state == JobState.FAILED and job.attempts == 3 and job.error.startswith("artifact")
+    submission.refresh_from_db()
+    assert submission.verdict is None and submission.judged_generation == 1
