@@ -177,3 +177,26 @@ def test_judged_results_must_add_up(student, problem, node_a):
     with pytest.raises(Invalid):
         settle(identity, judged(job, verdict="AC", score=42))
     assert JudgeJob.objects.get().state == JobState.RUNNING
+
+
+@pytest.mark.parametrize("language", ["mysql", "cobol", "Python", ""])
+def test_an_unsupported_language_is_refused_and_nothing_is_written(student, problem, language):
+    from judging.models import Submission
+
+    with pytest.raises(Invalid) as refused:
+        submit(student, problem, language=language)
+    assert "language" in (refused.value.fields or {})
+    assert not Submission.objects.exists() and not JudgeJob.objects.exists()
+
+
+def test_a_sql_problem_routes_to_the_mysql_pool_and_db_submission(student):
+    from judging.models import DbSubmission
+    from tests.factories import make_problem
+
+    sql_problem = make_problem(kind="SQL")
+    submission = submit(student, sql_problem, language="mysql", code="SELECT 1;")
+    assert isinstance(submission, DbSubmission)
+    job = JudgeJob.objects.get(submission_type="SQL", submission_id=submission.pk)
+    assert (job.pool, job.runtime_spec, job.snapshot["sql"]["dialect"]) == ("mysql", "mysql-r1", "mysql")
+    with pytest.raises(Invalid):
+        submit(student, sql_problem, language="python")

@@ -1,0 +1,30 @@
+"""`POST join` through Django's stack: throttled, one answer for every bad code."""
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+JOIN = "/api/v1/internal/judgers/join"
+BODY = {"joinCode": "no-such-code-0000000000000", "agentVersion": "1", "runtimeSpec": "python-r1", "localSlots": 1}
+
+
+def test_join_is_throttled_per_address(client, settings):
+    settings.KECE_JOIN_THROTTLE = "3/min"
+    answers = [client.post(JOIN, BODY, content_type="application/json") for _ in range(4)]
+    assert [a.status_code for a in answers] == [401, 401, 401, 429]
+    assert answers[-1].json()["error"] == "throttled"
+    assert int(answers[-1]["Retry-After"]) > 0
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"joinCode": ""}, {**BODY, "localSlots": -1}, {**BODY, "localSlots": "many"}, [1, 2], "text",
+])
+def test_malformed_joins_are_400_invalid(client, body):
+    response = client.post(JOIN, body, content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid")
+
+
+def test_a_body_over_one_mebibyte_is_413(client):
+    response = client.post(JOIN, {**BODY, "agentVersion": "x" * (1024 * 1024 + 10)},
+                           content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (413, "too_large")

@@ -1,0 +1,56 @@
+"""The periodic work runs the same service functions under Celery beat and in-process."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import EventState, JobState, JudgeJob, SettlementEvent
+from kece.celery import app
+from kece.scheduler import PERIODIC_TASKS, InProcessScheduler
+from tests.judging.helpers import claim, judged, settle, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_beat_schedules_every_periodic_task_and_each_is_registered():
+    app.loader.import_default_modules()
+    names = [name for name, _ in PERIODIC_TASKS()]
+    assert {"judging.reap_expired_leases", "judging.dispatch_settlement_events",
+            "pools.refresh_status_snapshot", "nodes.expire_checks"} == set(names)
+    for name in names:
+        assert name in app.tasks, name
+    scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    assert set(names) <= scheduled
+
+
+def test_the_celery_tasks_reap_and_dispatch(student, problem, node_a, settings):
+    from judging.tasks import dispatch_settlement_events, reap_expired_leases
+
+    _, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    JudgeJob.objects.filter(pk=job.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    reap_expired_leases()
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
+
+    submit(student, problem)
+    [other] = claim(identity)  # the reaped job waits out its backoff; the new one is due
+    assert other.pk != job.pk
+    settle(identity, judged(other))
+    dispatch_settlement_events()
+    assert set(SettlementEvent.objects.values_list("state", flat=True)) == {EventState.DONE}
+
+
+def test_the_in_process_scheduler_runs_each_step_and_stops():
+    calls = []
+    scheduler = InProcessScheduler(steps=[(lambda: calls.append("a"), 0.05), (lambda: calls.append("b"), 10)])
+    scheduler.start()
+    import time
+
+    time.sleep(0.3)
+    scheduler.stop()
+    assert calls.count("a") >= 3 and calls.count("b") == 1
+    settled = len(calls)
+    time.sleep(0.2)
+    assert len(calls) == settled, "it stopped"

@@ -1,0 +1,56 @@
+import threading
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from judging.models import JobState
+from judging.services.leases import RenewItem, lease_renew
+from nodes.models import DesiredState, NodeAudit
+from tests.judging.helpers import claim, judged, settle, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_draining_node_claims_nothing_new_but_finishes_what_it_holds(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    submit(student, problem)
+    [job] = claim(identity)
+    out = StringIO()
+    call_command("drain_node", node.name, stdout=out)
+    assert "DRAINING; 1 running job(s)" in out.getvalue()
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.DRAINING
+    assert NodeAudit.objects.filter(node=node, action="update", after__desired_state="DRAINING").exists()
+
+    assert claim(identity) == []
+    assert lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=timezone.now())[0]["ok"]
+    assert settle(identity, judged(job)) == "settled"
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_drain_node_waits_until_the_last_lease_is_settled(student, problem, node_a):
+    node, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+
+    def finish_later():
+        time.sleep(1.5)
+        settle(identity, judged(job))
+        from django.db import connection
+        connection.close()
+
+    threading.Thread(target=finish_later).start()
+    out = StringIO()
+    call_command("drain_node", str(node.pk), "--wait", "--timeout", "20", stdout=out)
+    assert out.getvalue().strip().endswith("holds no lease; it may be stopped")
+    assert job.__class__.objects.get(pk=job.pk).state == JobState.COMPLETED
+
+
+def test_an_unknown_node_is_a_clear_error(db):
+    with pytest.raises(CommandError, match="no node 'ghost'"):
+        call_command("drain_node", "ghost")
