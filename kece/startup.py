@@ -1,17 +1,42 @@
 """Start-up guards."""
 
+import fcntl
+import logging
 import os
+from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+logger = logging.getLogger("kece.startup")
+
+_held_lock = None
+
 
 def check_single_process_sqlite():
-    """SQLite ignores row locks; correctness rests on one server process (ARCHITECTURE §7)."""
-    if settings.DATABASE_VENDOR != "sqlite":
+    """SQLite ignores row locks; correctness rests on one server process (ARCHITECTURE §7).
+
+    Each server process takes an exclusive lock on a file beside the database and keeps it
+    for its lifetime, so a second process (another worker, a second server) refuses to
+    start instead of silently breaking the claim arithmetic.
+    """
+    global _held_lock
+    if settings.DATABASE_VENDOR != "sqlite" or _held_lock is not None:
         return
-    workers = int(os.environ.get("WEB_CONCURRENCY", "1") or 1)
-    if workers > 1:
+    database = Path(settings.DATABASES["default"]["NAME"])
+    lock_path = database.with_name(database.name + ".server-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
         raise ImproperlyConfigured(
-            "SQLite runs with a single server process only; set DATABASE_URL to MySQL/MariaDB to run more."
-        )
+            "Another server process already serves this SQLite database. SQLite runs with a single "
+            "server process; set DATABASE_URL to MySQL/MariaDB to run more."
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _held_lock = handle

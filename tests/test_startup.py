@@ -1,0 +1,39 @@
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from tests.live import ROOT, free_port
+
+
+def _server(env, port):
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", "kece.asgi:application", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_a_second_server_process_on_the_same_sqlite_database_refuses_to_start(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update({"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path / 'kece.sqlite3'}",
+                "KECE_ARTIFACT_ROOT": str(tmp_path / "artifacts")})
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    first_port, second_port = free_port(), free_port()
+    first = _server(env, first_port)
+    try:
+        for _ in range(100):
+            try:
+                requests.get(f"http://127.0.0.1:{first_port}/api/v1/system/judgers/summary", timeout=1)
+                break
+            except requests.RequestException:
+                time.sleep(0.1)
+        second = _server(env, second_port)
+        output, _ = second.communicate(timeout=60)
+        assert second.returncode != 0
+        assert b"single server process" in output
+        assert requests.get(f"http://127.0.0.1:{first_port}/api/v1/system/judgers/summary", timeout=5).ok
+    finally:
+        first.terminate()
+        first.wait(10)
