@@ -1,19 +1,29 @@
 """Reads several callers share: user-facing status, pool readiness."""
 
-from django.db.models import Q
+from django.db.models import F, Q
 
 from judging.models import JobState
 from judging.timing import offline_after
-from nodes.models import DesiredState, HostGroupStatus, JudgeNode
+from nodes.models import CheckStatus, DesiredState, HostGroupStatus, JudgeNode
+from pools.registry import POOLS
 
 
 def ready_nodes(*, now):
-    """Enabled nodes with a fresh heartbeat, an open session and good health."""
+    """Nodes that can take their pool's new jobs: enabled, in an active host group, with
+    a fresh heartbeat, an open session, good health, a passing self-check for their current
+    config, and the runtime spec their pool's jobs are created with. (The console shows
+    such a node as ready, or busy when its slots are full.)"""
+    serves_current_spec = Q()
+    for name, pool in POOLS.items():
+        serves_current_spec |= Q(pool=name, runtime_spec=pool.spec.id)
     return JudgeNode.objects.filter(
+        serves_current_spec,
         desired_state=DesiredState.ENABLED, session_open=True, health_ok=True,
         last_heartbeat_at__gte=now - offline_after(), revoked_at__isnull=True,
         host_group__status=HostGroupStatus.ACTIVE,
-    ).filter(~Q(runtime_spec=""))
+        self_check_status=CheckStatus.PASSED, self_check_revision=F("config_revision"),
+        self_check_runtime_spec=F("runtime_spec"),
+    )
 
 
 def ready_pools(*, now) -> set[str]:

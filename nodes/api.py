@@ -1,8 +1,5 @@
 """The admin API for judge nodes and host groups (`/api/v1/admin/…`)."""
 
-from contextlib import contextmanager
-
-from django.db import IntegrityError
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.pagination import PageNumberPagination
@@ -32,17 +29,6 @@ class NodePagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "pageSize"
     max_page_size = 200
-
-
-@contextmanager
-def _name_taken_on_conflict():
-    """The services check that a name is free before they insert; two admins (or one
-    double click) racing with one name both pass that check, and the unique index refuses
-    the second insert. That is the same mistake as a taken name, not a server error."""
-    try:
-        yield
-    except IntegrityError as exc:
-        raise Invalid("That name is already taken.", fields={"name": ["already taken"]}) from exc
 
 
 def _node_or_404(node_id):
@@ -92,10 +78,9 @@ class JudgerListView(AdminView):
     def post(self, request):
         data = validated(s.RegisterIn, request.data)
         now = timezone.now()
-        with _name_taken_on_conflict():
-            node, issued = node_register(name=data["name"], pool=data["pool"], base_url=data["baseUrl"],
-                                         host_group_id=data["hostGroupId"], max_slots=data["maxSlots"],
-                                         actor=request.user, now=now)
+        node, issued = node_register(name=data["name"], pool=data["pool"], base_url=data["baseUrl"],
+                                     host_group_id=data["hostGroupId"], max_slots=data["maxSlots"],
+                                     actor=request.user, now=now)
         return Response({**_node_json(_node_or_404(node.pk), now), **_join_code_json(issued)}, status=201)
 
 
@@ -130,8 +115,7 @@ class JudgerDetailView(AdminView):
                  "desiredState": "desired_state"}
         changes = {names[k]: v for k, v in data.items() if k in names}
         now = timezone.now()
-        with _name_taken_on_conflict():
-            node_update(node_id=node_id, revision=data["revision"], changes=changes, actor=request.user, now=now)
+        node_update(node_id=node_id, revision=data["revision"], changes=changes, actor=request.user, now=now)
         return Response(_node_json(_node_or_404(node_id), now))
 
 
@@ -172,9 +156,8 @@ class HostGroupListView(AdminView):
     @extend_schema(tags=TAGS, summary="Create a host group", request=s.HostGroupIn, responses={201: s.HostGroupOut})
     def post(self, request):
         data = validated(s.HostGroupIn, request.data)
-        with _name_taken_on_conflict():
-            group = host_group_create(name=data["name"], host_id=data["hostId"], total_slots=data["totalSlots"],
-                                      actor=request.user)
+        group = host_group_create(name=data["name"], host_id=data["hostId"], total_slots=data["totalSlots"],
+                                  actor=request.user)
         return Response(s.host_group_out(group), status=201)
 
 
@@ -185,9 +168,8 @@ class HostGroupDetailView(AdminView):
         data = validated(s.HostGroupPatchIn, request.data)
         names = {"name": "name", "hostId": "host_id", "totalSlots": "total_slots"}
         changes = {names[k]: v for k, v in data.items() if k in names}
-        with _name_taken_on_conflict():
-            group = host_group_update(group_id=group_id, revision=data["revision"], changes=changes,
-                                      actor=request.user)
+        group = host_group_update(group_id=group_id, revision=data["revision"], changes=changes,
+                                  actor=request.user)
         return Response(s.host_group_out(group))
 
 

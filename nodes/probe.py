@@ -45,7 +45,7 @@ def normalize_base_url(url: str) -> str:
         raise Invalid("baseUrl must be an HTTPS URL.", fields={"baseUrl": ["not a URL"]})
     try:
         parts = urlsplit(url.strip())
-        port = parts.port or 443
+        port = 443 if parts.port is None else parts.port
     except ValueError as exc:
         raise Invalid("baseUrl is not a valid URL.", fields={"baseUrl": ["not a URL"]}) from exc
     if parts.scheme.lower() != "https" or not parts.hostname:
@@ -97,7 +97,7 @@ def probe_health(node, *, challenge: str) -> dict:
     The claim credential is never sent.
     """
     parts = urlsplit(node.base_url)
-    host, port = parts.hostname, parts.port or 443
+    host, port = parts.hostname, 443 if parts.port is None else parts.port
     if not port_allowed(port):
         raise ProbeFailed(f"port {port} is not an approved port")
     try:

@@ -9,7 +9,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from contextlib import contextmanager
+
+from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from judging.identity import credential_digest
@@ -194,6 +196,17 @@ def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch:
 AUDITED_FIELDS = ("name", "pool", "base_url", "host_group_id", "max_slots", "desired_state", "config_revision")
 
 
+@contextmanager
+def name_taken_on_conflict():
+    """Names are checked before the insert, but two admins (or one double click) racing with
+    one name both pass that check and the unique index refuses the second write: that is
+    the same mistake as a taken name, not a server error."""
+    try:
+        yield
+    except IntegrityError as exc:
+        raise Invalid("That name is already taken.", fields={"name": ["already taken"]}) from exc
+
+
 def _check_slots(max_slots) -> int:
     if not isinstance(max_slots, int) or isinstance(max_slots, bool) or not 1 <= max_slots <= MAX_SLOTS_LIMIT:
         raise Invalid(f"maxSlots must be an integer from 1 to {MAX_SLOTS_LIMIT}.", fields={"maxSlots": ["out of range"]})
@@ -223,7 +236,7 @@ def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now)
     group = _host_group(host_group_id)
     if JudgeNode.objects.filter(name=name).exists():
         raise Invalid("A node with this name exists.", fields={"name": ["already taken"]})
-    with transaction.atomic(durable=True):
+    with name_taken_on_conflict(), transaction.atomic(durable=True):
         node = JudgeNode.objects.create(name=name, pool=pool, base_url=url, host_group=group, max_slots=max_slots)
         issued = _issue_join_code(node, actor=actor, now=now)
         audit(node=node, actor=actor, action="register", before={}, after=_node_fields(node, AUDITED_FIELDS),
@@ -264,7 +277,7 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
         changes["base_url"] = normalize_base_url(changes["base_url"])
     if "host_group_id" in changes:
         _host_group(changes["host_group_id"])
-    with transaction.atomic(durable=True):
+    with name_taken_on_conflict(), transaction.atomic(durable=True):
         node = lock_node(node_id)
         if node is None:
             raise NotFound()
@@ -287,11 +300,13 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
             if target == DesiredState.ENABLED:
                 _enable_gate(node, now=now)
             node.desired_state = target
+        after = _node_fields(node, AUDITED_FIELDS)
+        if after == before:
+            return node  # nothing changed: no new revision, nothing to audit
         node.revision += 1
         node.save()
         node_changed_after_commit(node.pk)
-        audit(node=node, actor=actor, action="update", before=before, after=_node_fields(node, AUDITED_FIELDS),
-               revision=node.revision)
+        audit(node=node, actor=actor, action="update", before=before, after=after, revision=node.revision)
     logger.info("node updated", extra={"node": node.pk, "revision": node.revision, "state": node.desired_state,
                                        "actor": getattr(actor, "username", "")})
     return node
@@ -337,7 +352,8 @@ def host_group_create(*, name, host_id, total_slots, actor) -> JudgeHostGroup:
     _validate_group(name, host_id, total_slots)
     if JudgeHostGroup.objects.filter(name=name).exists():
         raise Invalid("A host group with this name exists.", fields={"name": ["already taken"]})
-    group = JudgeHostGroup.objects.create(name=name, host_id=host_id, total_slots=total_slots)
+    with name_taken_on_conflict():
+        group = JudgeHostGroup.objects.create(name=name, host_id=host_id, total_slots=total_slots)
     audit(host_group=group, actor=actor, action="host_group_create", before={},
            after={"name": name, "hostId": host_id, "totalSlots": total_slots}, revision=group.revision)
     return group
@@ -353,7 +369,7 @@ def _validate_group(name, host_id, total_slots):
 
 
 def host_group_update(*, group_id: int, revision, changes: dict, actor) -> JudgeHostGroup:
-    with transaction.atomic(durable=True):
+    with name_taken_on_conflict(), transaction.atomic(durable=True):
         group = lock_host_group(group_id)
         if group is None:
             raise NotFound()

@@ -19,10 +19,9 @@ _seq = itertools.count(1)
 class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = get_user_model()
-        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
-    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-only")
+    password = factory.django.Password("pw-for-tests-only")
 
 
 class HostGroupFactory(factory.django.DjangoModelFactory):

@@ -1,0 +1,212 @@
+"""The served OpenAPI schema (`/api/schema/`) against the frozen contract (API.md): every
+operation, its success and error statuses, its security, and the fields it names."""
+
+import re
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+NODE = "/api/v1/internal/judgers/"
+ADMIN = "/api/v1/admin/"
+ADMIN_ERRORS = {401, 403}
+USER_ERRORS = {401}
+
+# (method, path with {} for each path parameter): (success status, error statuses) — API.md.
+CONTRACT = {
+    ("POST", NODE + "join"): (201, {400, 401, 429}),
+    ("POST", NODE + "session"): (200, {401}),
+    ("POST", NODE + "heartbeat"): (200, {401, 409}),
+    ("POST", NODE + "jobs/claim"): (200, {400, 401, 409}),
+    ("GET", NODE + "jobs/{}/artifacts/{}"): (200, {400, 401, 404, 409}),
+    ("POST", NODE + "jobs/renew"): (200, {400, 401, 409}),
+    ("POST", NODE + "jobs/{}/result"): (200, {400, 401, 409, 413}),
+    ("GET", ADMIN + "judgers"): (200, ADMIN_ERRORS),
+    ("GET", ADMIN + "judgers/{}"): (200, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "judgers"): (201, ADMIN_ERRORS | {400}),
+    ("POST", ADMIN + "judgers/{}/join-code"): (201, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "judgers/{}/checks"): (202, ADMIN_ERRORS | {404, 409}),
+    ("GET", ADMIN + "judgers/{}/checks/{}"): (200, ADMIN_ERRORS | {404}),
+    ("PATCH", ADMIN + "judgers/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
+    ("POST", ADMIN + "judgers/{}/revoke"): (200, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "judgers/{}/rotate"): (201, ADMIN_ERRORS | {404}),
+    ("GET", ADMIN + "pools"): (200, ADMIN_ERRORS),
+    ("GET", ADMIN + "host-groups"): (200, ADMIN_ERRORS),
+    ("POST", ADMIN + "host-groups"): (201, ADMIN_ERRORS | {400}),
+    ("PATCH", ADMIN + "host-groups/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
+    ("POST", ADMIN + "submissions/{}/{}/rejudge"): (202, ADMIN_ERRORS | {404}),
+    ("DELETE", ADMIN + "submissions/{}/{}"): (204, ADMIN_ERRORS | {404}),
+    ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400}),
+    ("GET", "/api/v1/submissions/{}/{}"): (200, USER_ERRORS | {404}),
+    ("GET", "/api/v1/system/judgers/summary"): (200, set()),
+}
+
+NODE_FIELDS = {"id", "name", "pool", "hostGroupId", "baseUrl", "desiredState", "observedState", "maxSlots",
+               "localSlots", "running", "lastHeartbeatAt", "agentVersion", "runtimeSpec", "sessionEpoch",
+               "selfCheck", "revision", "createdAt"}
+TIMINGS = {"heartbeatIntervalMs", "renewIntervalMs", "leaseTtlMs", "claimWaitMs"}
+
+# (method, path): (request fields, of which required), response fields of the success status.
+FIELDS = {
+    ("POST", NODE + "join"): (
+        ({"joinCode", "agentVersion", "runtimeSpec", "localSlots"},) * 2,
+        {"nodeId", "pool", "credential", "probeKey", "sessionEpoch", "protocolVersion"} | TIMINGS),
+    ("POST", NODE + "session"): (({"agentVersion", "runtimeSpec", "localSlots"},) * 2,
+                                 {"nodeId", "pool", "sessionEpoch", "protocolVersion", "desiredState"} | TIMINGS),
+    ("POST", NODE + "heartbeat"): (({"agentVersion", "runtimeSpec", "localSlots", "running", "health"},) * 2,
+                                   {"desiredState", "maxSlots", "serverTime", "heartbeatIntervalMs"}),
+    ("POST", NODE + "jobs/claim"): (({"freeSlots", "waitMs"}, {"freeSlots"}), {"jobs", "desiredState"}),
+    ("POST", NODE + "jobs/renew"): (({"leases"},) * 2, {"leases"}),
+    ("POST", NODE + "jobs/{}/result"): (
+        ({"leaseEpoch", "outcome", "verdict", "score", "timeMs", "memoryKb", "compileOutput", "cases", "error",
+          "message"}, {"leaseEpoch", "outcome"}), {"status"}),
+    ("GET", ADMIN + "judgers"): (None, {"count", "next", "previous", "results"}),
+    ("GET", ADMIN + "judgers/{}"): (None, NODE_FIELDS | {"checks", "recentErrors", "audit"}),
+    ("POST", ADMIN + "judgers"): (({"name", "pool", "baseUrl", "hostGroupId", "maxSlots"},) * 2,
+                                  NODE_FIELDS | {"joinCode", "joinCodeExpiresAt"}),
+    ("POST", ADMIN + "judgers/{}/join-code"): (None, {"joinCode", "joinCodeExpiresAt"}),
+    ("POST", ADMIN + "judgers/{}/checks"): (None, {"checkId"}),
+    ("GET", ADMIN + "judgers/{}/checks/{}"): (
+        None, {"id", "kind", "status", "items", "configRevision", "startedAt", "finishedAt"}),
+    ("PATCH", ADMIN + "judgers/{}"): (
+        ({"revision", "name", "maxSlots", "baseUrl", "hostGroupId", "desiredState"}, {"revision"}), NODE_FIELDS),
+    ("POST", ADMIN + "judgers/{}/revoke"): (({"reason"}, set()), NODE_FIELDS),
+    ("POST", ADMIN + "judgers/{}/rotate"): (None, {"joinCode", "joinCodeExpiresAt"}),
+    ("POST", ADMIN + "host-groups"): (({"name", "hostId", "totalSlots"},) * 2, {"id", "name", "hostId", "totalSlots",
+                                                                                "revision"}),
+    ("PATCH", ADMIN + "host-groups/{}"): (({"name", "hostId", "totalSlots", "revision"}, {"revision"}),
+                                         {"id", "name", "hostId", "totalSlots", "revision"}),
+    ("POST", ADMIN + "submissions/{}/{}/rejudge"): (None, {"generation"}),
+    ("POST", "/api/v1/submissions"): (({"problemId", "language", "code", "lessonPracticeId"},
+                                       {"problemId", "language", "code"}),
+                                      {"submissionType", "submissionId", "status"}),
+    ("GET", "/api/v1/submissions/{}/{}"): (None, {"submissionType", "submissionId", "status", "waitReason", "verdict",
+                                                  "score", "timeMs", "memoryKb", "cases"}),
+    ("GET", "/api/v1/system/judgers/summary"): (None, {"asOf", "freshness", "readyPools", "totalPools", "pools"}),
+}
+JOB_FIELDS = {"jobId", "kind", "submissionType", "submissionId", "generation", "pool", "leaseEpoch",
+              "leaseRemainingMs", "runtimeSpec", "manifestId", "limits", "source", "cases", "sql"}
+POOL_FIGURES = {"pool", "pending", "claimable", "backoff", "oldestWaitSeconds", "readyNodes", "running"}
+
+
+@pytest.fixture(scope="module")
+def schema(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        response = Client().get("/api/schema/?format=json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def operations(schema) -> dict:
+    found = {}
+    for path, items in schema["paths"].items():
+        for method, operation in items.items():
+            if method in ("get", "post", "put", "patch", "delete"):
+                found[(method.upper(), re.sub(r"\{[^}]+\}", "{}", path))] = operation
+    return found
+
+
+def resolve(schema, node):
+    while isinstance(node, dict) and "$ref" in node:
+        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    if isinstance(node, dict) and "allOf" in node and len(node["allOf"]) == 1:
+        return resolve(schema, node["allOf"][0])
+    return node
+
+
+def body_of(schema, operation, status, media="application/json"):
+    return resolve(schema, operation["responses"][str(status)]["content"][media]["schema"])
+
+
+def label(key):
+    return f"{key[0]} {key[1]}"
+
+
+def test_the_schema_serves_exactly_the_contracts_operations(schema):
+    assert sorted(map(label, operations(schema))) == sorted(map(label, CONTRACT))
+
+
+@pytest.mark.parametrize("key", list(CONTRACT), ids=label)
+def test_each_operation_documents_its_statuses_in_the_error_envelope(schema, key):
+    operation = operations(schema).get(key)
+    assert operation is not None, f"{label(key)} is not in the served schema"
+    success, errors = CONTRACT[key]
+    responses = operation["responses"]
+    assert str(success) in responses
+    assert not {s for s in responses if s.startswith("2")} - {str(success)}, "one success status per operation"
+    for status in errors:
+        assert str(status) in responses, status
+        envelope = body_of(schema, operation, status)
+        assert {"error", "detail"} <= set(envelope["required"])
+
+
+@pytest.mark.parametrize("key", list(CONTRACT), ids=label)
+def test_each_operation_names_the_contracts_credentials(schema, key):
+    operation = operations(schema)[key]
+    security = {name for requirement in operation.get("security") or [] for name in requirement}
+    parameters = {p["name"]: p for p in operation.get("parameters") or [] if p["in"] == "header"}
+    if key in {("POST", NODE + "join"), ("GET", "/api/v1/system/judgers/summary")}:
+        assert security <= {""} and not parameters
+    elif key[1].startswith(NODE):
+        assert security == {"nodeCredential"}
+        scheme = schema["components"]["securitySchemes"]["nodeCredential"]
+        assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+        if key == ("POST", NODE + "session"):
+            assert "X-Judge-Session" not in parameters
+        else:
+            assert parameters["X-Judge-Session"]["required"] is True
+    else:
+        assert security == {"tokenAuth", "cookieAuth"}
+
+
+@pytest.mark.parametrize("key", list(FIELDS), ids=label)
+def test_each_operation_names_the_contracts_fields(schema, key):
+    operation = operations(schema)[key]
+    request, response = FIELDS[key]
+    if request is not None:
+        body = resolve(schema, operation["requestBody"]["content"]["application/json"]["schema"])
+        named, required = request
+        assert set(body["properties"]) >= named
+        assert set(body.get("required", [])) == required
+    success = CONTRACT[key][0]
+    body = body_of(schema, operation, success)
+    if body.get("type") == "array":
+        body = resolve(schema, body["items"])
+    assert set(body["properties"]) >= response
+
+
+def test_the_node_and_job_objects_have_every_contract_field(schema):
+    ops = operations(schema)
+    page = body_of(schema, ops[("GET", ADMIN + "judgers")], 200)
+    node = resolve(schema, page["properties"]["results"]["items"])
+    assert set(node["properties"]) == NODE_FIELDS
+    observed = resolve(schema, node["properties"]["observedState"])
+    assert set(observed["enum"]) == {"offline", "unhealthy", "busy", "ready", "draining", "disabled", "unverified"}
+    claim = body_of(schema, ops[("POST", NODE + "jobs/claim")], 200)
+    job = resolve(schema, claim["properties"]["jobs"]["items"])
+    assert set(job["properties"]) == JOB_FIELDS
+    figures = body_of(schema, ops[("GET", ADMIN + "pools")], 200)
+    assert set(resolve(schema, figures["items"])["properties"]) == POOL_FIGURES
+
+
+def test_an_artifact_is_served_as_octet_stream(schema):
+    operation = operations(schema)[("GET", NODE + "jobs/{}/artifacts/{}")]
+    assert "application/octet-stream" in operation["responses"]["200"]["content"]
+    lease = [p for p in operation["parameters"] if p["name"] == "X-Judge-Lease"]
+    assert lease and lease[0]["in"] == "header" and lease[0]["required"] is True
+
+
+def test_a_deleted_submission_answers_no_content(schema):
+    operation = operations(schema)[("DELETE", ADMIN + "submissions/{}/{}")]
+    assert "content" not in operation["responses"]["204"]
+
+
+def test_the_api_reference_is_for_admins_and_others_are_sent_to_a_login_that_exists(client):
+    from tests.api.helpers import make_admin, session_client
+
+    anonymous = client.get("/api/docs/")
+    assert anonymous.status_code == 302
+    assert client.get(anonymous["Location"]).status_code == 200
+    page = session_client(make_admin()).get("/api/docs/")
+    assert page.status_code == 200 and b"swagger" in page.content.lower()
