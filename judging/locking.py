@@ -1,7 +1,8 @@
 """The one place that takes row locks.
 
-Every `select_for_update` in KECE goes through here, and so does every guarded UPDATE that
-locks a job row. Within one transaction rows are acquired in the global order
+Every `select_for_update` in KECE goes through here. Rows are always locked through their
+primary key (the claim's SKIP LOCKED scan aside, which never waits), and job rows are
+updated only after they are locked, by primary key. Within one transaction rows are acquired in the global order
 
     host group → node → submission → job → settlement event → derived row
 
@@ -155,13 +156,21 @@ def claim_queued_job_ids(queryset, limit: int) -> list[int]:
     return ids
 
 
-def update_jobs_guarded(queryset, pks, **values) -> int:
-    """A conditional UPDATE of job rows (`queryset` carries the guard); returns the row count.
+def update_locked_jobs(pks, **values) -> int:
+    """UPDATE job rows this transaction has locked, by primary key only.
 
-    The UPDATE locks the rows it matches, so it is recorded like an explicit lock.
+    Guards are checked in Python on the locked rows, never in the UPDATE's WHERE: a WHERE on
+    other columns may lead the optimiser to a secondary index, which InnoDB then locks
+    before the row itself — the reverse of every path that locks the row first and then
+    changes an indexed column, and so a deadlock.
     """
-    _acquire(Rank.JOB, pks)
-    return queryset.filter(pk__in=pks).update(**values)
+    state = _state()
+    missing = [pk for pk in pks if (Rank.JOB, pk) not in state.held]
+    if missing:
+        raise LockOrderViolation(f"update of job rows {missing} that this transaction has not locked")
+    from judging.models import JudgeJob
+
+    return JudgeJob.objects.filter(pk__in=list(pks)).update(**values)
 
 
 # --- settlement events and derived rows ----------------------------------------------------------
@@ -174,6 +183,12 @@ def lock_due_event(pk):
     return SettlementEvent.objects.select_for_update(skip_locked=True).filter(pk=pk).first()
 
 
+def lock_event(pk):
+    from judging.models import SettlementEvent
+
+    return _lock_by_pk(SettlementEvent, Rank.EVENT, [pk]).get(pk)
+
+
 def lock_derived(model, key: tuple, **lookup):
     """Lock (creating if needed) the derived row of `model` identified by `lookup`.
 
@@ -182,6 +197,11 @@ def lock_derived(model, key: tuple, **lookup):
     _acquire(Rank.DERIVED, [(model._meta.db_table,) + tuple(key)])
     row = model.objects.select_for_update().filter(**lookup).first()
     if row is None:
-        model.objects.bulk_create([model(**lookup)], ignore_conflicts=True)
+        # An upsert, not INSERT IGNORE: IGNORE takes a shared lock on a row another
+        # transaction just inserted, and two such sharers upgrading to FOR UPDATE deadlock.
+        # ON DUPLICATE KEY UPDATE takes the exclusive lock straight away.
+        fields = list(lookup)
+        extra = {"unique_fields": fields} if connection.features.supports_update_conflicts_with_target else {}
+        model.objects.bulk_create([model(**lookup)], update_conflicts=True, update_fields=fields[:1], **extra)
         row = model.objects.select_for_update().get(**lookup)
     return row

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from judging.identity import credential_digest
+from judging.identity import NodeIdentity, check_node_identity, credential_digest
 from judging.locking import lock_host_group, lock_node
 from judging.services.leases import release_node_leases
 from judging.timing import offline_after
@@ -174,20 +174,16 @@ class HeartbeatReport:
 
 def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch: int, beat: HeartbeatReport,
                    now) -> JudgeNode:
-    """Record a heartbeat at the server's receive time; one guarded UPDATE, no lock held."""
-    updated = JudgeNode.objects.filter(
-        pk=node_id, credential_digest=credential_digest_value, revoked_at__isnull=True,
-        session_epoch=session_epoch, session_open=True,
-    ).update(
-        last_heartbeat_at=now, agent_version=beat.report.agent_version[:64],
-        runtime_spec=beat.report.runtime_spec[:64], local_slots=beat.report.local_slots,
-        running_reported=beat.running, health_ok=beat.health_ok, health_checks=beat.health_checks,
-    )
-    node = JudgeNode.objects.filter(pk=node_id).first()
-    if not updated:
-        if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:
-            raise Unauthenticated("The node credential is unknown or revoked.")
-        raise SessionSuperseded()
+    """Record a heartbeat at the server's receive time, under the node lock."""
+    with transaction.atomic(durable=True):
+        node = lock_node(node_id)
+        check_node_identity(node, NodeIdentity(node_id, credential_digest_value, session_epoch))
+        _apply_agent_report(node, beat.report, now=now)
+        node.running_reported = beat.running
+        node.health_ok = beat.health_ok
+        node.health_checks = beat.health_checks
+        node.save(update_fields=["agent_version", "runtime_spec", "local_slots", "last_heartbeat_at",
+                                 "running_reported", "health_ok", "health_checks"])
     return node
 
 

@@ -74,3 +74,9 @@ def private_dir(prefix: str, mode: int) -> Path:
     return path
 
 
+
+
+def sandbox_pids(uid: int = 65534) -> set[str]:
+    """Live processes of the sandbox uid (a zombie is already dead, waiting for its reaper)."""
+    out = subprocess.run(["ps", "-u", str(uid), "-o", "pid=,stat="], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")}

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, update_jobs_guarded
+from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, update_locked_jobs
 from judging.models import JobState, JudgeJob
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
@@ -98,9 +98,8 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
     if not ids:
         result.reason = "empty" if judge_jobs_allowed else "not_enabled"
         return result
-    update_jobs_guarded(
-        JudgeJob.objects.filter(state=JobState.QUEUED), ids,
-        state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
+    update_locked_jobs(
+        ids, state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
         session_epoch=node.session_epoch,
         lease_epoch=F("lease_epoch") + 1, lease_until=now + lease_ttl(), attempts=F("attempts") + 1,
         started_at=now, progress_phase="", progress_testcase=None, wait_reason="", error="",

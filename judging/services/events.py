@@ -18,7 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from judging.locking import lock_derived, lock_due_event
+from judging.locking import lock_derived, lock_due_event, lock_event
 from judging.models import (
     SUBMISSION_MODELS, EventState, FirstAccepted, PracticeBest, ProblemResult, SettlementEvent, Verdict,
 )
@@ -124,17 +124,17 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
 
 
 def _record_failure(event_id: int, exc: Exception, *, now, report: DispatchReport) -> None:
-    event = SettlementEvent.objects.filter(pk=event_id).values("attempts", "event_type", "job_id").first()
-    if event is None:
-        return
-    attempts = event["attempts"] + 1
-    dead = attempts >= settings.KECE_EVENT_MAX_ATTEMPTS
-    SettlementEvent.objects.filter(pk=event_id, state=EventState.PENDING).update(
-        attempts=attempts, last_error=f"{type(exc).__name__}: {exc}"[:2000],
-        state=EventState.DEAD if dead else EventState.PENDING,
-        next_attempt_at=now + _backoff(attempts),
-    )
+    with transaction.atomic(durable=True):
+        event = lock_event(event_id)
+        if event is None or event.state != EventState.PENDING:
+            return
+        event.attempts += 1
+        dead = event.attempts >= settings.KECE_EVENT_MAX_ATTEMPTS
+        event.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        event.state = EventState.DEAD if dead else EventState.PENDING
+        event.next_attempt_at = now + _backoff(event.attempts)
+        event.save(update_fields=["attempts", "last_error", "state", "next_attempt_at"])
     (report.dead if dead else report.retried).append(event_id)
     log = logger.error if dead else logger.warning
-    log("settlement event failed", extra={"event": event_id, "job": event["job_id"], "type": event["event_type"],
-                                          "attempt": attempts, "dead": dead, "error": str(exc)})
+    log("settlement event failed", extra={"event": event_id, "job": event.job_id, "type": event.event_type,
+                                          "attempt": event.attempts, "dead": dead, "error": str(exc)})

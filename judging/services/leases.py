@@ -8,10 +8,10 @@ from django.conf import settings
 from django.db import transaction
 
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_jobs, lock_node, lock_submission, update_jobs_guarded
+from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, update_locked_jobs
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
 from judging.services import outcomes
-from judging.timing import lease_ttl, ms_between, retry_backoff
+from judging.timing import lease_ttl, ms_between
 
 logger = logging.getLogger("kece.leases")
 
@@ -24,42 +24,42 @@ class RenewItem:
     testcase: int | None = None
 
 
+def _holds_live_lease(job, identity: NodeIdentity, lease_epoch: int, now) -> bool:
+    return (
+        job is not None and job.state == JobState.RUNNING and job.node_id == identity.node_id
+        and job.session_epoch == identity.session_epoch and job.lease_epoch == lease_epoch
+        and job.lease_until is not None and job.lease_until > now
+    )
+
+
 def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[dict]:
     """Extend the node's live leases and record progress; one answer per item.
 
-    Under the node lock (which drain, revoke and session change share), each item is one
-    guarded UPDATE: job id + node + session + lease epoch + still RUNNING + unexpired. A
-    stale epoch matches nothing, so its progress is refused with the renewal.
+    Under the node lock (shared: drain, revoke and session change take it exclusively), the
+    jobs are locked by id and each is renewed only if it is still this node's, this
+    session's and this epoch's RUNNING job with an unexpired lease; a stale epoch renews
+    nothing, so its progress is refused with it.
     """
+    unique = {i.job_id: i for i in items}
     answers: dict[int, dict] = {}
     with transaction.atomic(durable=True):
         node = lock_node(identity.node_id, shared=True)
         check_node_identity(node, identity)
         until = now + lease_ttl()
-        lost = []
-        for item in sorted({i.job_id: i for i in items}.values(), key=lambda i: i.job_id):
-            values = {"lease_until": until}
-            if item.phase in JobPhase.values:
-                values["progress_phase"] = item.phase
-                values["progress_testcase"] = item.testcase
-            updated = update_jobs_guarded(
-                JudgeJob.objects.filter(
-                    node_id=node.pk, session_epoch=identity.session_epoch, lease_epoch=item.lease_epoch,
-                    state=JobState.RUNNING, lease_until__gt=now,
-                ),
-                [item.job_id], **values,
-            )
-            if updated:
-                answers[item.job_id] = {"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)}
-            else:
-                lost.append(item)
-        if lost:
-            states = dict(JudgeJob.objects.filter(pk__in=[i.job_id for i in lost]).values_list("id", "state"))
-            for item in lost:
+        jobs = lock_jobs(list(unique))
+        for job_id, item in sorted(unique.items()):
+            job = jobs.get(job_id)
+            if not _holds_live_lease(job, identity, item.lease_epoch, now):
                 # "cancelled" tells the node to stop at once; for every other refusal the
                 # lease is simply no longer its own.
-                error = "cancelled" if states.get(item.job_id) == JobState.CANCELLED else "lease_lost"
-                answers[item.job_id] = {"jobId": item.job_id, "ok": False, "error": error}
+                error = "cancelled" if job is not None and job.state == JobState.CANCELLED else "lease_lost"
+                answers[job_id] = {"jobId": job_id, "ok": False, "error": error}
+                continue
+            values = {"lease_until": until}
+            if item.phase in JobPhase.values:
+                values.update(progress_phase=item.phase, progress_testcase=item.testcase)
+            update_locked_jobs([job_id], **values)
+            answers[job_id] = {"jobId": job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)}
     return [answers[i.job_id] for i in items]
 
 
@@ -106,10 +106,10 @@ class ReapReport:
 def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
     """Return expired leases to the queue (with backoff), or fail them at the attempt limit.
 
-    Candidates are read without locks from the (state, lease_until, id) index. A requeue is
-    one guarded UPDATE that re-checks state, epoch and deadline, so a result that settled in
-    between wins and the reaper changes nothing. A final failure must write the submission,
-    so it runs in its own transaction that locks submission then job and re-checks.
+    Candidates are read without locks from the (state, lease_until, id) index. Each is then
+    locked by id and re-checked (state, epoch, deadline) in its own short transaction, so a
+    result that settled in between wins and the reaper changes nothing. A final failure must
+    write the submission, so it locks submission then job.
     """
     report = ReapReport()
     candidates = list(
@@ -119,22 +119,27 @@ def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
     )
     for c in candidates:
         if c["attempts"] < settings.KECE_MAX_ATTEMPTS:
-            with transaction.atomic(durable=True):
-                updated = update_jobs_guarded(
-                    JudgeJob.objects.filter(state=JobState.RUNNING, lease_epoch=c["lease_epoch"],
-                                            lease_until__lte=now),
-                    [c["id"]],
-                    state=JobState.QUEUED, available_at=now + retry_backoff(c["attempts"]),
-                    node_id=None, host_group_id=None, session_epoch=None, lease_until=None,
-                    progress_phase="", progress_testcase=None, error="lease_expired", error_message="",
-                )
-            if updated:
+            if _requeue_expired(c, now=now):
                 report.requeued.append(c["id"])
-                logger.info("expired lease requeued", extra={"job": c["id"], "lease": c["lease_epoch"],
-                                                             "attempt": c["attempts"]})
         elif _fail_expired(c, now=now):
             report.failed.append(c["id"])
     return report
+
+
+def _still_expired(job, candidate: dict, now) -> bool:
+    return (
+        job is not None and job.state == JobState.RUNNING and job.lease_epoch == candidate["lease_epoch"]
+        and job.lease_until is not None and job.lease_until <= now
+    )
+
+
+def _requeue_expired(candidate: dict, *, now) -> bool:
+    with transaction.atomic(durable=True):
+        job = lock_job(candidate["id"])
+        if not _still_expired(job, candidate, now):
+            return False  # a result settled it, or it was cancelled, in between
+        outcomes.requeue(job, now=now, error="lease_expired")
+        return True
 
 
 def _fail_expired(candidate: dict, *, now) -> bool:
@@ -145,11 +150,8 @@ def _fail_expired(candidate: dict, *, now) -> bool:
             lock_node(candidate["bound_node_id"])
         elif candidate["kind"] == JobKind.JUDGE:
             submission = lock_submission(candidate["submission_type"], candidate["submission_id"])
-        job = lock_jobs([candidate["id"]]).get(candidate["id"])
-        if (
-            job is None or job.state != JobState.RUNNING or job.lease_epoch != candidate["lease_epoch"]
-            or job.lease_until is None or job.lease_until > now
-        ):
+        job = lock_job(candidate["id"])
+        if not _still_expired(job, candidate, now):
             return False
         outcomes.fail(job, submission, now=now, error="lease_expired",
                       message="The lease expired on the last allowed attempt.")

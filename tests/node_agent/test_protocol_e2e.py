@@ -13,6 +13,8 @@ import time
 
 import requests
 
+from tests.agents import sandbox_pids
+
 from .conftest import SUM_CASES, need_pool, verdict_of
 
 PY_AC = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -208,13 +210,18 @@ def test_a_pending_node_runs_its_diagnostic_and_no_judge_job(plane, launch):
 def test_after_kill_9_another_agent_finishes_the_job_with_exactly_one_result(make_plane, launch):
     need_pool("python")
     plane = make_plane(lease_ttl_ms=3000, renew_ms=500)
+    earlier = sandbox_pids()  # a previous test's sandboxes may still be dying
     first, node_a = launch(plane, "python", slots=1)
-    job_id = plane.add_job(pool="python", source=sleeper(2), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+    job_id = plane.add_job(pool="python", source=sleeper(6), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
     plane.wait_for(lambda: (plane.jobs[job_id].progress or {}).get("phase") == "JUDGING", what="judging on A")
+    ours = sandbox_pids() - earlier
+    assert ours, "the job runs as the sandbox user"
     first.proc.kill()  # SIGKILL: no release, no cleanup
     first.wait(10)
-    time.sleep(0.5)
-    assert not any(line for line in _sandbox_processes()), "--die-with-parent took the sandbox down too"
+    deadline = time.monotonic() + 3  # the sleeper would live 6 s more
+    while ours & sandbox_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ours & sandbox_pids(), "--die-with-parent took the sandbox down too"
 
     second, node_b = launch(plane, "python", slots=1)
     body = verdict_of(plane, job_id, timeout=30)
@@ -251,9 +258,3 @@ def test_a_revoked_credential_stops_the_agent(plane, launch):
     assert "credential was refused" in agent.logs()
 
 
-def _sandbox_processes() -> list[str]:
-    import subprocess
-
-    # Live processes of the sandbox uid; a zombie is already dead, waiting for its reaper.
-    out = subprocess.run(["ps", "-u", "65534", "-o", "pid=,stat=,comm="], capture_output=True, text=True).stdout
-    return [line.strip() for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")]

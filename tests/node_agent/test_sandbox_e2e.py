@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.agents import sandbox_pids
+
 from .conftest import SUM_CASES, need_pool, verdict_of
 
 LIMITS = {"timeLimitMs": 2000, "memoryLimitMb": 128, "outputLimitKb": 64}
@@ -88,15 +90,9 @@ MEMORY_BOMB = ("#include <cstdlib>\n#include <cstring>\n"
 CPP_AC = '#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n'
 
 
-def _sandbox_processes() -> list[str]:
-    # Live processes of the sandbox uid; a zombie is already dead, waiting for its reaper.
-    out = subprocess.run(["ps", "-u", "65534", "-o", "pid=,stat=,comm="], capture_output=True, text=True).stdout
-    return [line.strip() for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")]
-
-
 def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plane, launch):
     need_pool("cpp")
-    before = _sandbox_processes()
+    before = sandbox_pids()
     agent, _ = launch(plane, "cpp", slots=2)
     fork = plane.add_job(pool="cpp", source=FORK_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
     memory = plane.add_job(pool="cpp", source=MEMORY_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
@@ -108,7 +104,10 @@ def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plan
     assert agent.alive()
     after = verdict_of(plane, plane.add_job(pool="cpp", source=CPP_AC, cases=SUM_CASES, limits=LIMITS))
     assert after["verdict"] == "AC", "the agent still judges normally afterwards"
-    assert _sandbox_processes() == before, "no process of the bombs outlives its run"
+    deadline = time.monotonic() + 5
+    while sandbox_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sandbox_pids() - before == set(), "no process of the bombs outlives its run"
     # The folder goes right after the result is posted: give the agent a moment.
     deadline = time.monotonic() + 10
     while list((agent.workspace / "runs").iterdir()) and time.monotonic() < deadline:
