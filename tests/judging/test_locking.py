@@ -81,3 +81,15 @@ def test_no_code_takes_row_locks_outside_the_lock_helper():
         if re.search(r"select_for_update|FOR UPDATE", path.read_text(encoding="utf-8")):
             offenders.append(relative)
     assert offenders == []
+
+
+def test_job_rows_are_updated_only_after_they_are_locked(rows):
+    from judging.locking import update_locked_jobs
+
+    node, submission = rows
+    with pytest.raises(LockOrderViolation, match="has not locked"):
+        with transaction.atomic():
+            update_locked_jobs([submission.current_judge_job_id], error="x")
+    with transaction.atomic():
+        lock_job(submission.current_judge_job_id)
+        assert update_locked_jobs([submission.current_judge_job_id], error="x") == 1

@@ -1,0 +1,65 @@
+"""Hot paths pin their statement counts: a change that adds a query per job shows here."""
+
+import pytest
+from django.utils import timezone
+
+from judging.identity import NodeIdentity
+from judging.services.claim import job_claim
+from judging.services.leases import RenewItem, lease_renew
+from nodes.services import AgentReport, HeartbeatReport, node_heartbeat
+from tests.factories import HostGroupFactory, make_node
+from tests.judging.helpers import judged, settle, submit
+
+pytestmark = pytest.mark.django_db
+
+# Each test runs inside a transaction of its own, so the service's transaction becomes a
+# savepoint here: SAVEPOINT and RELEASE SAVEPOINT, which production does not send.
+SAVEPOINT = 2
+
+
+@pytest.fixture
+def big_node(db):
+    node, identity = make_node(pool="python", max_slots=16, host_group=HostGroupFactory(total_slots=16))
+    return node, NodeIdentity(identity.node_id, identity.credential_digest, identity.session_epoch,
+                              node.host_group_id)
+
+
+def test_submit_is_four_statements(student, problem, django_assert_num_queries):
+    with django_assert_num_queries(4 + SAVEPOINT):  # problem + manifest, submission, job, pointer
+        submit(student, problem)
+
+
+def test_a_claim_of_eight_jobs_is_six_statements(student, problem, big_node, django_assert_num_queries):
+    _, identity = big_node
+    for _ in range(8):
+        submit(student, problem)
+    with django_assert_num_queries(6 + SAVEPOINT):  # group, node, slot counts, SKIP LOCKED pick, lease, read back
+        jobs = job_claim(identity=identity, free_slots=8, now=timezone.now()).jobs
+    assert len(jobs) == 8
+
+
+def test_settling_a_result_is_seven_statements(student, problem, big_node, django_assert_num_queries):
+    _, identity = big_node
+    submit(student, problem)
+    [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
+    with django_assert_num_queries(7 + SAVEPOINT):  # job meta, node, submission, job, job update, result, outbox
+        assert settle(identity, judged(job)) == "settled"
+
+
+def test_renewing_eight_leases_is_ten_statements(student, problem, big_node, django_assert_num_queries):
+    _, identity = big_node
+    for _ in range(8):
+        submit(student, problem)
+    jobs = job_claim(identity=identity, free_slots=8, now=timezone.now()).jobs
+    with django_assert_num_queries(10 + SAVEPOINT):  # node, the jobs, one update per lease
+        answers = lease_renew(identity=identity, now=timezone.now(),
+                              items=[RenewItem(j.pk, j.lease_epoch, "JUDGING", 1) for j in jobs])
+    assert all(a["ok"] for a in answers)
+
+
+def test_a_heartbeat_is_two_statements(big_node, django_assert_num_queries):
+    node, identity = big_node
+    beat = HeartbeatReport(AgentReport("t", "python-r1", 2), 0, True, {})
+    with django_assert_num_queries(2 + SAVEPOINT):  # lock the node, write it
+        node_heartbeat(node_id=node.pk, credential_digest_value=identity.credential_digest,
+                       session_epoch=identity.session_epoch, beat=beat, now=timezone.now())
