@@ -1,9 +1,11 @@
 """The node API (`/api/v1/internal/judgers/…`): thin views over the services."""
 
+import asyncio
 import logging
 
 from django.conf import settings
-from django.http import FileResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import FileResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -143,10 +145,29 @@ class ArtifactView(NodeView):
             logger.error("artifact missing from the store", extra={"job": job_id, "lease": lease_epoch,
                                                                    "digest": digest})
             raise Unavailable("The file is missing from the store.", retry_after=5) from exc
-        response = FileResponse(handle, content_type="application/octet-stream")
+        response = _file_response(request, handle)
         response["Content-Length"] = str(path.stat().st_size)
         response["X-Content-SHA256"] = digest
         return response
+
+
+CHUNK = 256 * 1024
+
+
+def _file_response(request, handle):
+    """Stream a file: an async iterator under ASGI (reads in a thread, no blocked event
+    loop), a plain file response under WSGI."""
+    if not isinstance(request._request, ASGIRequest):
+        return FileResponse(handle, content_type="application/octet-stream")
+
+    async def chunks():
+        try:
+            while data := await asyncio.to_thread(handle.read, CHUNK):
+                yield data
+        finally:
+            handle.close()
+
+    return StreamingHttpResponse(chunks(), content_type="application/octet-stream")
 
 
 class ResultView(NodeView):
