@@ -5,20 +5,23 @@ claims of each pool. A waiter registers *before* anyone looks at the table for i
 job committed in between is never missed: its wake-up hint, or the next fallback check,
 finds the waiter already registered.
 
-Table checks are per pool, not per waiter: on a hint, on the arrival of a waiter (at most
-every `ARRIVAL_CHECK_SECONDS`; a waiter arriving while the pool is known to have work
-claims at once), and every `KECE_CLAIM_FALLBACK_MS` while anyone waits —
-which covers lost hints, a Redis outage and backoffs that run out. A check counts the
+Table checks are per pool, not per waiter: on a hint and every `KECE_CLAIM_FALLBACK_MS`
+while anyone waits — so idle waiting costs the same however many nodes wait. A waiter
+arriving while the pool may have work (a hint came, or the last check found jobs) claims at
+once; otherwise the next hint or check wakes it. The fallback covers lost hints, a Redis
+outage and backoffs that run out. A check counts the
 pool's claimable jobs and wakes that many waiters (and the node a bound diagnostic job is
 for); only woken waiters run a claim transaction. At most one check per pool is in
 flight; hints arriving meanwhile fold into one more check after it.
 
-Database work runs on a small bounded thread pool, so two hundred waiting claims need no
-more than `KECE_DB_THREADS` connections.
+Database work runs on a small bounded thread pool whose threads keep their connections, so
+two hundred waiting claims need no more than `KECE_DB_THREADS` connections; under uvicorn
+the node API's other calls run on the same pool (`kece.asgi`).
 """
 
 import asyncio
 import logging
+import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -31,8 +34,6 @@ from judging import wakeups
 
 logger = logging.getLogger("kece.waiting")
 
-ARRIVAL_CHECK_SECONDS = 0.25
-
 _executor: ThreadPoolExecutor | None = None
 
 
@@ -43,18 +44,34 @@ def _db_executor() -> ThreadPoolExecutor:
     return _executor
 
 
-def _call_closing(function, args, kwargs):
+IDLE_PING_SECONDS = 30.0
+_thread_state = threading.local()
+
+
+def _call_pooled(function, args, kwargs):
+    """Run `function` on a pool thread, which keeps one database connection for its life.
+
+    The pool is small and fixed, so the connections are too; reusing them spares every
+    claim and node call a fresh connect. A connection idle for a while is pinged before
+    use, and any error closes it (the next task reconnects).
+    """
+    if connection.connection is not None and time.monotonic() - getattr(_thread_state, "last_use", 0) > \
+            IDLE_PING_SECONDS and not connection.is_usable():
+        connection.close()
     try:
         return function(*args, **kwargs)
-    finally:
-        # Pool threads outlive requests: give the connection back after every task so
-        # no waiting claim keeps one.
+    except BaseException:
         connection.close()
+        raise
+    finally:
+        if connection.in_atomic_block or connection.needs_rollback:
+            connection.close()  # never hand a half-open transaction to the next task
+        _thread_state.last_use = time.monotonic()
 
 
 async def run_db(function, *args, **kwargs):
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_db_executor(), _call_closing, function, args, kwargs)
+    return await loop.run_in_executor(_db_executor(), _call_pooled, function, args, kwargs)
 
 
 def claimable_in_pool(pool: str, limit: int) -> list:
@@ -142,8 +159,6 @@ class PoolWaiters:
         self._ensure_background(pool, state)
         if state.maybe_work:
             waiter.wake()
-        elif time.monotonic() - state.last_check >= ARRIVAL_CHECK_SECONDS:
-            self.hint(pool)
         return waiter
 
     def requeue(self, pool: str, waiter: Waiter) -> None:

@@ -3,7 +3,8 @@
 - The long-poll claim is served by a bare async app: no middleware and no request thread
   is held while it waits.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
-  middleware (sessions, CSRF, messages): machines authenticate with bearer credentials.
+  middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
+  on the bounded database pool of `judging.waiting`.
 - Everything else is the ordinary Django application.
 - Lifespan: in the embedded default the in-process scheduler starts and stops with the
   server.
@@ -21,20 +22,25 @@ from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
 from judging.api.claim import asgi_claim  # noqa: E402
+from judging.waiting import run_db  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
 
 
 class InternalASGIHandler(ASGIHandler):
-    """Django's ASGI handler with no middleware, for the machine-to-machine API."""
+    """Django's ASGI handler for the machine-to-machine API: no middleware, and each request
+    handled start to finish on the bounded database pool, whose threads keep their
+    connections, instead of on a fresh thread (and a fresh connection) per request."""
 
     def load_middleware(self, is_async=False):
         self._view_middleware = []
         self._template_response_middleware = []
         self._exception_middleware = []
-        get_response = self._get_response_async if is_async else self._get_response
-        self._middleware_chain = convert_exception_to_response(get_response)
+        self._middleware_chain = convert_exception_to_response(self._get_response)
+
+    async def get_response_async(self, request):
+        return await run_db(self.get_response, request)
 
 
 internal_application = InternalASGIHandler()
