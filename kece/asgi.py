@@ -18,6 +18,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
 django_application = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+
+if settings.DEBUG:
+    # The embedded default has no proxy in front: serve static files (the API docs' assets)
+    # from the app itself. In production the proxy serves the collected files.
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    django_application = ASGIStaticFilesHandler(django_application)
+
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
