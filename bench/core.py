@@ -63,7 +63,9 @@ def main():
         node = JudgeNode.objects.create(
             name=f"bench-{i}", pool="python", base_url="https://10.0.0.1", host_group=group, max_slots=1000,
             desired_state="ENABLED", runtime_spec="python-r1", credential_digest=credential_digest(f"c{i}"),
-            session_epoch=1, session_open=True, health_ok=True, last_heartbeat_at=timezone.now() + timezone.timedelta(hours=1),
+            session_epoch=1, session_open=True, health_ok=True, agent_version="bench", self_check_status="PASSED",
+            self_check_revision=1, self_check_runtime_spec="python-r1", self_check_agent_version="bench",
+            last_heartbeat_at=timezone.now() + timezone.timedelta(hours=1),
         )
         identities.append(NodeIdentity(node.pk, node.credential_digest, 1, group.pk))
     connection.close()

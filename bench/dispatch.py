@@ -90,6 +90,8 @@ def make_nodes(count, slots, pool="python"):
             name=f"bench-{time.monotonic_ns()}-{i}", pool=pool, base_url="https://10.0.0.1", host_group=group,
             max_slots=slots, local_slots=slots, desired_state="ENABLED", runtime_spec=f"{pool}-r1",
             credential_digest=credential_digest(secret), session_epoch=1, session_open=True, health_ok=True,
+            agent_version="bench", self_check_status="PASSED", self_check_revision=1,
+            self_check_runtime_spec=f"{pool}-r1", self_check_agent_version="bench",
             last_heartbeat_at=timezone.now() + timezone.timedelta(days=1))
         node.secret = secret
         nodes.append(node)

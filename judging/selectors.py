@@ -1,18 +1,18 @@
 """Reads several callers share: user-facing status, pool readiness."""
 
-from django.db.models import F, Q
+from django.db.models import Q
 
 from judging.models import JobState
 from judging.timing import offline_after
-from nodes.models import CheckStatus, DesiredState, HostGroupStatus, JudgeNode
+from nodes.checks import VERIFIED
+from nodes.models import DesiredState, HostGroupStatus, JudgeNode
 from pools.registry import POOLS
 
 
 def ready_nodes(*, now):
-    """Nodes that can take their pool's new jobs: enabled, in an active host group, with
-    a fresh heartbeat, an open session, good health, a passing self-check for their current
-    config, and the runtime spec their pool's jobs are created with. (The console shows
-    such a node as ready, or busy when its slots are full.)"""
+    """Nodes that can take their pool's new jobs (`nodes.checks.may_take_judge_jobs`), with a
+    fresh heartbeat, an open session and the runtime spec their pool's jobs are created
+    with. (The console shows such a node as ready, or busy when its slots are full.)"""
     serves_current_spec = Q()
     for name, pool in POOLS.items():
         serves_current_spec |= Q(pool=name, runtime_spec=pool.spec.id)
@@ -21,9 +21,7 @@ def ready_nodes(*, now):
         desired_state=DesiredState.ENABLED, session_open=True, health_ok=True,
         last_heartbeat_at__gte=now - offline_after(), revoked_at__isnull=True,
         host_group__status=HostGroupStatus.ACTIVE,
-        self_check_status=CheckStatus.PASSED, self_check_revision=F("config_revision"),
-        self_check_runtime_spec=F("runtime_spec"),
-    )
+    ).filter(VERIFIED)
 
 
 def ready_pools(*, now) -> set[str]:

@@ -4,6 +4,7 @@ Defaults are the embedded mode: SQLite in the project, in-process wake-ups, cach
 scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 """
 
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -185,6 +186,11 @@ _default_networks = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"
 if DEBUG or TESTING:
     _default_networks += ["127.0.0.0/8", "::1/128"]
 KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
+for _network in KECE_PROBE_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"KECE_PROBE_ALLOWED_NETWORKS: {_network!r} is not a network") from exc
 def _port_ranges(items) -> list[tuple[int, int]]:
     """"443,8443,9000-9100" → [(443, 443), (8443, 8443), (9000, 9100)]."""
     ranges = []
@@ -204,7 +210,7 @@ KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", def
 # CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
 # A self-check the node has not finished by then fails.
-KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 180000)
+KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 360000)
 
 # --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
 

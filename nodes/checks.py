@@ -8,7 +8,7 @@
 3. The node's result settles through the ordinary settle path, which calls
    `self_check_settled`: the check record and the node's self-check verdict are written —
    nothing else (no submission, no statistics).
-4. `checks_expire` fails a check whose node never finished it.
+4. `checks_expire` fails a check whose node never finished it and cancels its job.
 """
 
 import hashlib
@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 
 from kece.errors import Busy, NotFound
 from nodes.models import CheckStatus, JudgeNode, NodeCheck
@@ -30,11 +31,28 @@ DIAGNOSTIC_LIMITS = {"timeLimitMs": 5000, "memoryLimitMb": 256, "outputLimitKb":
 
 
 def self_check_passed_for_current_config(node) -> bool:
+    """A passing self-check that speaks for the node as it is now: same config revision,
+    same runtime spec and same agent (image) version as when it ran."""
     return (
         node.self_check_status == CheckStatus.PASSED
         and node.self_check_revision == node.config_revision
         and node.self_check_runtime_spec == node.runtime_spec
+        and node.self_check_agent_version == node.agent_version
     )
+
+
+# The same rule as a query, for reads over many nodes.
+VERIFIED = Q(self_check_status=CheckStatus.PASSED, self_check_revision=F("config_revision"),
+             self_check_runtime_spec=F("runtime_spec"), self_check_agent_version=F("agent_version"))
+
+
+def may_take_judge_jobs(node, group) -> bool:
+    """Enabled, in an active host group, healthy by its last heartbeat and verified for
+    what it runs now. Anything else gets only its own diagnostic jobs."""
+    from nodes.models import DesiredState, HostGroupStatus
+
+    return (node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
+            and node.health_ok and self_check_passed_for_current_config(node))
 
 
 def node_check_start(*, node_id: int, actor, now) -> NodeCheck:
@@ -48,10 +66,11 @@ def node_check_start(*, node_id: int, actor, now) -> NodeCheck:
             raise NotFound()
         if NodeCheck.objects.filter(node=node, status=NodeCheck.Status.RUNNING).exists():
             raise Busy()
+        # The node keeps its last verdict while the check runs: a re-check of a working node
+        # does not take it out of service.
         check = NodeCheck.objects.create(node=node, config_revision=node.config_revision,
                                          runtime_spec=node.runtime_spec, agent_version=node.agent_version,
                                          created_by=actor if getattr(actor, "pk", None) else None, started_at=now)
-        JudgeNode.objects.filter(pk=node.pk).update(self_check_status=CheckStatus.RUNNING)
         audit(node=node, actor=actor, action="check", before={}, after={"checkId": check.pk},
               revision=node.revision)
         run_after_commit("nodes.run_check", check.pk)
@@ -64,8 +83,8 @@ def _item(name: str, ok: bool, detail: str) -> dict:
 
 
 def connectivity_items(node, answer: dict, challenge: str) -> list[dict]:
-    expected = hmac.new(node.probe_key.encode(), challenge.encode(), hashlib.sha256).hexdigest()
-    proof = str(answer.get("proof", ""))
+    expected = hmac.new(node.probe_key.encode(), challenge.encode(), hashlib.sha256).hexdigest().encode()
+    proof = str(answer.get("proof", "")).encode("utf-8", errors="replace")
     return [
         _item("tls", True, f"HTTPS to {node.base_url} with a verified certificate"),
         _item("identity", answer.get("nodeId") == node.pk and hmac.compare_digest(proof, expected),
@@ -99,17 +118,23 @@ def node_check_run(check_id: int, *, now=None) -> None:
     passed = all(i["ok"] for i in items)
     now = now or timezone.now()
     if not passed:
-        _finish_check(check, node_id=node.pk, passed=False, items=items, now=now)
+        _finish_check_locked(check, passed=False, items=items, now=now)
         logger.warning("node check failed: connectivity", extra={"node": node.pk, "check": check.pk})
         return
     _queue_self_check(check, node, items=items, now=now)
 
 
 def _queue_self_check(check, node, *, items, now) -> None:
+    from judging.locking import lock_node
     from judging.models import JobKind, JudgeJob
     from judging.wakeups import publish_after_commit
 
     with transaction.atomic(durable=True):
+        # Under the node lock, which expiry takes too: a check that ran out of time while
+        # the probe was slow gets no orphan job.
+        lock_node(node.pk)
+        if not NodeCheck.objects.filter(pk=check.pk, status=NodeCheck.Status.RUNNING, job_id__isnull=True).exists():
+            return
         job = JudgeJob.objects.create(
             kind=JobKind.DIAGNOSTIC, submission_type="DIAGNOSTIC", submission_id=check.pk, generation=1,
             pool=node.pool, runtime_spec=node.runtime_spec or f"{node.pool}-r1", bound_node_id=node.pk,
@@ -121,6 +146,7 @@ def _queue_self_check(check, node, *, items, now) -> None:
 
 
 def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) -> None:
+    """Write the check's verdict and the node's. The caller holds the node's lock."""
     status = NodeCheck.Status.PASSED if passed else NodeCheck.Status.FAILED
     updated = NodeCheck.objects.filter(pk=check.pk, status=NodeCheck.Status.RUNNING).update(
         items=list(check.items) + items, status=status, finished_at=now)
@@ -128,8 +154,16 @@ def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) 
         JudgeNode.objects.filter(pk=node_id).update(
             self_check_status=CheckStatus.PASSED if passed else CheckStatus.FAILED,
             self_check_revision=check.config_revision, self_check_runtime_spec=check.runtime_spec,
-            self_check_finished_at=now,
+            self_check_agent_version=check.agent_version, self_check_finished_at=now,
         )
+
+
+def _finish_check_locked(check, *, passed: bool, items: list[dict], now) -> None:
+    from judging.locking import lock_node
+
+    with transaction.atomic(durable=True):
+        lock_node(check.node_id)
+        _finish_check(check, node_id=check.node_id, passed=passed, items=items, now=now)
 
 
 def _check_of(job):
@@ -161,16 +195,24 @@ def self_check_failed(job, *, now, error: str, message: str) -> None:
 
 
 def checks_expire(*, now) -> int:
-    """Fail checks the node never finished; cancel their diagnostic jobs if still queued."""
-    from judging.models import JobState, JudgeJob
+    """Fail checks the node never finished, and cancel their diagnostic job whether it is
+    still queued or running (a renewal then tells the node to stop)."""
+    from judging.locking import lock_job, lock_node
+    from judging.models import JobState
+    from judging.services.outcomes import cancel
 
     deadline = now - timedelta(milliseconds=settings.KECE_SELF_CHECK_TIMEOUT_MS)
     expired = 0
     for check in NodeCheck.objects.filter(status=NodeCheck.Status.RUNNING, started_at__lt=deadline):
-        if check.job_id:
-            JudgeJob.objects.filter(pk=check.job_id, state=JobState.QUEUED).update(
-                state=JobState.CANCELLED, finished_at=now, error="check_expired")
-        _finish_check(check, node_id=check.node_id, passed=False, now=now,
-                      items=[_item("self-check", False, "The node did not finish its self-check in time.")])
+        with transaction.atomic(durable=True):
+            lock_node(check.node_id)
+            check.refresh_from_db()
+            if check.status != NodeCheck.Status.RUNNING:
+                continue
+            job = lock_job(check.job_id) if check.job_id else None
+            if job is not None and job.state in JobState.ACTIVE:
+                cancel(job, now=now, reason="check_expired")
+            _finish_check(check, node_id=check.node_id, passed=False, now=now,
+                          items=[_item("self-check", False, "The node did not finish its self-check in time.")])
         expired += 1
     return expired

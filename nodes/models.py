@@ -74,6 +74,7 @@ class JudgeNode(models.Model):
     self_check_status = models.CharField(max_length=16, choices=CheckStatus.choices, default=CheckStatus.NONE)
     self_check_revision = models.PositiveIntegerField(null=True, blank=True)
     self_check_runtime_spec = models.CharField(max_length=64, blank=True, default="")
+    self_check_agent_version = models.CharField(max_length=64, blank=True, default="")
     self_check_finished_at = models.DateTimeField(null=True, blank=True)
     # Bumped when address, pool, host group or image changes: a self-check is only good
     # for the config revision it ran against.

@@ -2,6 +2,7 @@
 
 import ipaddress
 import socket
+import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -65,6 +66,7 @@ def normalize_base_url(url: str) -> str:
 PROBE_BODY_LIMIT = 64 * 1024
 PROBE_CONNECT_TIMEOUT = 3.0
 PROBE_READ_TIMEOUT = 5.0
+PROBE_TOTAL_SECONDS = 10.0
 
 
 class ProbeFailed(Exception):
@@ -109,15 +111,24 @@ def probe_health(node, *, challenge: str) -> dict:
     url = f"https://{shown}:{port}/healthz"
     verify = settings.KECE_PROBE_CA_FILE or True
     session = _pinned_session(host)
+    started = time.monotonic()
     try:
         response = session.get(url, params={"challenge": challenge}, headers={"Host": host}, verify=verify,
                                allow_redirects=False, stream=True,
                                timeout=(PROBE_CONNECT_TIMEOUT, PROBE_READ_TIMEOUT))
-        body = response.raw.read(PROBE_BODY_LIMIT + 1, decode_content=True)
+        body = b""
+        # The read timeout is per read: a peer sending a byte at a time is cut off by the
+        # total deadline instead.
+        for chunk in response.iter_content(8192):
+            body += chunk
+            if len(body) > PROBE_BODY_LIMIT or time.monotonic() - started > PROBE_TOTAL_SECONDS:
+                break
     except Exception as exc:  # TLS, refused, timeout, reset: all are a failed check
         raise ProbeFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
     finally:
         session.close()
+    if time.monotonic() - started > PROBE_TOTAL_SECONDS:
+        raise ProbeFailed(f"health endpoint took longer than {PROBE_TOTAL_SECONDS:.0f} s")
     if response.status_code != 200:
         raise ProbeFailed(f"health endpoint answered {response.status_code}")
     if len(body) > PROBE_BODY_LIMIT:

@@ -93,6 +93,10 @@ def _apply_agent_report(node, report: AgentReport, *, now) -> None:
     node.last_heartbeat_at = now
 
 
+SESSION_FIELDS = ["session_epoch", "session_open", "agent_version", "runtime_spec", "local_slots",
+                  "last_heartbeat_at", "updated_at"]
+
+
 def _new_session(node, report: AgentReport, *, now, reason: str) -> int:
     """Open the next session; the previous session's leases are released at once."""
     released = release_node_leases(node, now=now, reason=reason)
@@ -133,7 +137,9 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
         node.probe_key = probe_key
         node.revoked_at = None
         released = _new_session(node, report, now=now, reason="session_replaced")
-        node.save()
+        # Only the fields written here: releasing the leases may have written others (a
+        # failed self-check) that this stale copy must not overwrite.
+        node.save(update_fields=SESSION_FIELDS + ["credential_digest", "probe_key", "revoked_at"])
         node_changed_after_commit(node.pk)
     logger.info("node joined", extra={"node": node.pk, "pool": node.pool, "session": node.session_epoch,
                                       "released": released})
@@ -158,7 +164,7 @@ def node_session_open(*, node_id: int, credential_digest_value: str, report: Age
         if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:
             raise Unauthenticated("The node credential is unknown or revoked.")
         released = _new_session(node, report, now=now, reason="session_replaced")
-        node.save()
+        node.save(update_fields=SESSION_FIELDS)
         node_changed_after_commit(node.pk)
     logger.info("node session opened", extra={"node": node.pk, "session": node.session_epoch, "released": released})
     return node
@@ -331,7 +337,8 @@ def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
         node.revoked_at = now
         node.desired_state = DesiredState.DISABLED
         node.revision += 1
-        node.save()
+        node.save(update_fields=["credential_digest", "session_open", "session_epoch", "revoked_at",
+                                 "desired_state", "revision", "updated_at"])
         node_changed_after_commit(node.pk)
         JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
         audit(node=node, actor=actor, action="revoke", before=before,

@@ -29,6 +29,7 @@ from judging.api.node_serializers import ClaimIn, ClaimOut
 from judging.identity import credential_digest
 from judging.selectors import job_payload
 from judging.services.claim import job_claim
+from judging.services.settle import RELEASED, SettleRequest, job_settle
 from judging.waiting import registry, run_db
 from kece.api import ContractView
 from kece.errors import DomainError, Invalid, SessionSuperseded, TooLarge, Unauthenticated, Unavailable
@@ -85,12 +86,41 @@ async def serve_claim(*, authorization: str, session_header, body: bytes) -> tup
         return 503, Unavailable().envelope()
 
 
+def _release_unsent(identity, jobs) -> None:
+    """Give back leases whose claim answer never reached the node, at once and without
+    counting the attempt, instead of letting them wait out the lease."""
+    for job in jobs:
+        request = SettleRequest(job_id=job["jobId"], lease_epoch=job["leaseEpoch"], outcome=RELEASED)
+        try:
+            job_settle(identity=identity, request=request, now=timezone.now())
+        except DomainError:
+            pass  # already gone (session change, revoke): nothing to give back
+    logger.info("unsent claim answer released", extra={"node": identity.node_id,
+                                                       "jobs": [j["jobId"] for j in jobs]})
+
+
+async def _claim_once(identity, free_slots: int):
+    """One claim transaction. If the request is cancelled meanwhile (the node hung up), the
+    transaction still finishes on its thread; what it leased is released."""
+    attempt = asyncio.ensure_future(run_db(_claim_payload, identity, free_slots))
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        jobs, _, _ = await attempt
+        if jobs:
+            await run_db(_release_unsent, identity, jobs)
+        raise
+
+
 async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
     free_slots = data["freeSlots"]
     wait_ms = min(data.get("waitMs", settings.KECE_CLAIM_WAIT_MS), settings.KECE_CLAIM_WAIT_MS)
     desired_state = auth.desired_state
     if free_slots == 0:
         return {"jobs": [], "desiredState": desired_state}
+    if wait_ms == 0:  # no waiting at all: look once
+        jobs, desired_state, _reason = await _claim_once(identity, free_slots)
+        return {"jobs": jobs, "desiredState": desired_state}
     pools = registry()
     waiter = pools.register(auth.pool, auth.node_id)
     deadline = time.monotonic() + wait_ms / 1000
@@ -109,7 +139,7 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
                 waiter.recheck = False
                 auth, _ = await _authenticate(authorization, identity.session_epoch)
                 desired_state = auth.desired_state
-            jobs, desired_state, _reason = await run_db(_claim_payload, identity, free_slots)
+            jobs, desired_state, _reason = await _claim_once(identity, free_slots)
             if jobs:
                 return {"jobs": jobs, "desiredState": desired_state}
             pools.requeue(auth.pool, waiter)
@@ -135,8 +165,8 @@ class ClaimView(ContractView):
             authorization=request.META.get("HTTP_AUTHORIZATION", ""),
             session_header=request.META.get("HTTP_X_JUDGE_SESSION"), body=request._request.body)
         response = Response(payload, status=status)
-        if status == 401:
-            response["WWW-Authenticate"] = 'Bearer realm="kece-judgers"'
+        for name, value in _extra_headers(status):
+            response[name] = value
         return response
 
 
@@ -168,10 +198,31 @@ async def asgi_claim(scope, receive, send):
         except asyncio.CancelledError:
             pass
         return
+    if disconnect in done:
+        # Hung up just as the answer was ready: it cannot be delivered.
+        status, payload = claim.result()
+        if payload.get("jobs"):
+            await run_db(_release_unsent_by_header, headers, payload["jobs"])
+        return
     disconnect.cancel()
     status, payload = claim.result()
-    extra = [(b"www-authenticate", b'Bearer realm="kece-judgers"')] if status == 401 else []
-    await _send_json(send, status, payload, extra)
+    await _send_json(send, status, payload,
+                     [(k.lower().encode(), v.encode()) for k, v in _extra_headers(status)])
+
+
+def _extra_headers(status: int) -> list[tuple[str, str]]:
+    if status == 401:
+        return [("WWW-Authenticate", 'Bearer realm="kece-judgers"')]
+    if status == 503:
+        return [("Retry-After", "5")]
+    return []
+
+
+def _release_unsent_by_header(headers: dict, jobs) -> None:
+    auth = lookup_for_waiting(credential_digest(bearer_secret(headers.get("authorization", "")) or ""))
+    session = parse_session(headers.get("x-judge-session"))
+    if auth is not None and session is not None:
+        _release_unsent(auth.identity(session), jobs)
 
 
 async def _wait_for_disconnect(receive):

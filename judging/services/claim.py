@@ -11,7 +11,8 @@ from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, up
 from judging.models import JobState, JudgeJob
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
-from nodes.models import DesiredState, HostGroupStatus, JudgeNode
+from nodes.checks import may_take_judge_jobs
+from nodes.models import DesiredState, JudgeNode
 
 logger = logging.getLogger("kece.claim")
 
@@ -55,7 +56,8 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
        jobs (the locks serialise every claim of this node and group, so counts are exact).
     4. SKIP LOCKED select of the pool's due jobs by (available_at, id), then one UPDATE that
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
-    Nodes that are not ENABLED get only diagnostic jobs bound to them.
+    Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
+    get only the diagnostic jobs bound to them.
     """
     group_id = identity.host_group_id
     for _ in range(3):
@@ -85,7 +87,7 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
     if node.desired_state == DesiredState.DRAINING:
         result.reason = "not_enabled"
         return result
-    judge_jobs_allowed = node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
+    judge_jobs_allowed = may_take_judge_jobs(node, group)
     node_running, group_running = _running_counts(node, group)
     node_headroom = node.max_slots - node_running
     group_headroom = group.total_slots - group_running
@@ -96,7 +98,7 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
 
     ids = claim_queued_job_ids(_queued_for(node, now=now, judge_jobs_allowed=judge_jobs_allowed), n)
     if not ids:
-        result.reason = "empty" if judge_jobs_allowed else "not_enabled"
+        result.reason = "empty" if judge_jobs_allowed else "not_ready"
         return result
     update_locked_jobs(
         ids, state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,

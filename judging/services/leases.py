@@ -52,7 +52,10 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
             if not _holds_live_lease(job, identity, item.lease_epoch, now):
                 # "cancelled" tells the node to stop at once; for every other refusal the
                 # lease is simply no longer its own.
-                error = "cancelled" if job is not None and job.state == JobState.CANCELLED else "lease_lost"
+                # Only the holder of that lease learns that its job was cancelled.
+                cancelled = (job is not None and job.state == JobState.CANCELLED and job.last_node_id == identity.node_id
+                             and job.lease_epoch == item.lease_epoch)
+                error = "cancelled" if cancelled else "lease_lost"
                 answers[job_id] = {"jobId": job_id, "ok": False, "error": error}
                 continue
             values = {"lease_until": until}

@@ -12,7 +12,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from nodes.models import CheckStatus
-from tests.factories import UserFactory, make_node
+from tests.factories import UserFactory, make_node, mark_verified
 
 NODE_KEYS = {
     "id", "name", "pool", "hostGroupId", "baseUrl", "desiredState", "observedState", "maxSlots", "localSlots",
@@ -65,11 +65,7 @@ def error_of(response) -> tuple[int, str]:
 
 def verified(node):
     """Mark a node's self-check as passed for its current config and runtime."""
-    node.self_check_status = CheckStatus.PASSED
-    node.self_check_revision = node.config_revision
-    node.self_check_runtime_spec = node.runtime_spec
-    node.save(update_fields=["self_check_status", "self_check_revision", "self_check_runtime_spec"])
-    return node
+    return mark_verified(node)
 
 
 def ready_node(**kwargs):

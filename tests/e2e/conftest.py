@@ -11,7 +11,7 @@ from judging.models import JobState, JudgeJob
 from nodes.models import DesiredState, JudgeNode
 from nodes.services import node_register
 from tests.agents import REPO, AgentProcess, private_dir
-from tests.factories import HostGroupFactory
+from tests.factories import HostGroupFactory, mark_verified
 from tests.live import LiveServer, free_port
 
 REQUIRE = os.environ.get("KECE_REQUIRE_SERVICES") == "1"
@@ -110,7 +110,9 @@ class Agents:
     def enable(self, node) -> None:
         """Test set-up shortcut: mark the node verified and enabled (the check flow has its
         own test)."""
-        JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.ENABLED, health_ok=True)
+        node.refresh_from_db()
+        mark_verified(node)
+        JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.ENABLED)
 
     def stop(self):
         for agent in self.started:

@@ -70,7 +70,7 @@ class Soak:
 
 def _node_actor(soak, node, identity_box):
     held: dict[int, JudgeJob] = {}
-    report = AgentReport("soak", node.runtime_spec, node.max_slots)
+    report = AgentReport(node.agent_version, node.runtime_spec, node.max_slots)
 
     def step(rng):
         identity = identity_box[0]
@@ -188,7 +188,8 @@ def test_randomised_soak_keeps_every_invariant(settings):
     for pool, group in (("python", 0), ("python", 0), ("python", 1), ("cpp", 1), ("mysql", 2)):
         node, identity = make_node(pool=pool, max_slots=3, host_group=HostGroupFactory(total_slots=5))
         JudgeNode.objects.filter(pk=node.pk).update(self_check_status=CheckStatus.PASSED, self_check_revision=1,
-                                                   self_check_runtime_spec=node.runtime_spec)
+                                                   self_check_runtime_spec=node.runtime_spec,
+                                                   self_check_agent_version=node.agent_version)
         nodes.append(node)
         boxes.append([identity])
     soak = Soak(SOAK_SECONDS)

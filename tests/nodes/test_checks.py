@@ -1,0 +1,154 @@
+"""Self-checks, health and verification decide who may judge."""
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import JobKind, JobState, JudgeJob
+from judging.services.claim import job_claim
+from judging.services.leases import RenewItem, lease_renew
+from judging.services.rejudge import submission_rejudge
+from judging.services.settle import SettleRequest, job_settle
+from judging.selectors import ready_pools
+from nodes.checks import _queue_self_check, checks_expire, connectivity_items, node_check_start
+from nodes.models import CheckStatus, DesiredState, JudgeNode, NodeCheck
+from nodes.services import AgentReport, node_session_open, node_update
+from tests.factories import UserFactory, identity_of, make_node, make_problem
+from tests.judging.helpers import claim, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def _diagnostic_job(node, check):
+    _queue_self_check(check, node, items=[], now=timezone.now())
+    check.refresh_from_db()
+    return JudgeJob.objects.get(pk=check.job_id)
+
+
+def test_an_unhealthy_node_gets_no_judge_jobs_but_its_own_diagnostic(student, problem):
+    node, identity = make_node(pool="python")
+    JudgeNode.objects.filter(pk=node.pk).update(health_ok=False)
+    submit(student, problem)
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    diagnostic = _diagnostic_job(node, check)
+    jobs = claim(identity, free_slots=4)
+    assert [j.pk for j in jobs] == [diagnostic.pk]
+    assert "python" not in ready_pools(now=timezone.now())
+
+
+def test_a_new_agent_version_needs_a_new_self_check(student, problem):
+    node, identity = make_node(pool="python")
+    submit(student, problem)
+    node_session_open(node_id=node.pk, credential_digest_value=node.credential_digest,
+                      report=AgentReport("0.2-upgraded", "python-r1", 2), now=timezone.now())
+    assert claim(identity_of(node)) == []
+    node.refresh_from_db()
+    from kece.errors import NotVerified
+
+    with pytest.raises(NotVerified):
+        node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": "DISABLED"},
+                    actor=None, now=timezone.now())
+        node.refresh_from_db()
+        node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": "ENABLED"},
+                    actor=None, now=timezone.now())
+
+
+def test_checking_an_enabled_node_keeps_it_in_service_until_a_verdict(student, problem):
+    node, identity = make_node(pool="python")
+    node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    assert "python" in ready_pools(now=timezone.now())
+    submit(student, problem)
+    assert len(claim(identity)) == 1
+
+
+def test_an_expired_check_cancels_its_diagnostic_job_even_while_it_runs():
+    node, identity = make_node(pool="python", desired_state=DesiredState.PENDING_VERIFICATION)
+    started = timezone.now() - timedelta(hours=1)
+    check = node_check_start(node_id=node.pk, actor=None, now=started)
+    diagnostic = _diagnostic_job(node, check)
+    [running] = claim(identity)
+    assert running.pk == diagnostic.pk
+    assert checks_expire(now=timezone.now()) == 1
+    check.refresh_from_db()
+    assert check.status == NodeCheck.Status.FAILED
+    assert JudgeJob.objects.get(pk=diagnostic.pk).state == JobState.CANCELLED
+    [answer] = lease_renew(identity=identity, items=[RenewItem(running.pk, running.lease_epoch)],
+                           now=timezone.now())
+    assert answer["error"] == "cancelled"
+    node.refresh_from_db()
+    assert node.self_check_status == CheckStatus.FAILED
+
+
+def test_a_probe_that_finishes_after_the_check_expired_queues_no_job():
+    node, _ = make_node(pool="python", desired_state=DesiredState.PENDING_VERIFICATION)
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now() - timedelta(hours=1))
+    checks_expire(now=timezone.now())
+    _queue_self_check(check, node, items=[], now=timezone.now())
+    assert not JudgeJob.objects.filter(kind=JobKind.DIAGNOSTIC).exists()
+
+
+def test_a_self_check_failed_by_a_session_change_stays_failed():
+    node, identity = make_node(pool="python", desired_state=DesiredState.PENDING_VERIFICATION)
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    diagnostic = _diagnostic_job(node, check)
+    JudgeJob.objects.filter(pk=diagnostic.pk).update(attempts=2)
+    claim(identity)  # third attempt
+    node_session_open(node_id=node.pk, credential_digest_value=node.credential_digest,
+                      report=AgentReport(node.agent_version, "python-r1", 2), now=timezone.now())
+    node.refresh_from_db()
+    assert JudgeJob.objects.get(pk=diagnostic.pk).state == JobState.FAILED
+    assert node.self_check_status == CheckStatus.FAILED and node.session_epoch == 2
+
+
+def test_only_the_lease_holder_hears_that_a_job_was_cancelled(student, problem):
+    node_a, identity_a = make_node(pool="python")
+    node_b, identity_b = make_node(pool="python")
+    submission = submit(student, problem)
+    [job] = claim(identity_a)
+    submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    item = [RenewItem(job.pk, job.lease_epoch)]
+    assert lease_renew(identity=identity_a, items=item, now=timezone.now())[0]["error"] == "cancelled"
+    assert lease_renew(identity=identity_b, items=item, now=timezone.now())[0]["error"] == "lease_lost"
+
+
+def test_a_malformed_proof_fails_identity_without_crashing_the_check():
+    node, _ = make_node(pool="python")
+    answer = {"nodeId": node.pk, "pool": "python", "protocolVersion": 1, "runtimeSpec": "python-r1",
+              "proof": "ünïcödé-☃"}
+    items = {i["name"]: i["ok"] for i in connectivity_items(node, answer, "c0ffee")}
+    assert items["identity"] is False and items["pool"] is True
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_with_no_wait_looks_once(client):
+    # Committed data: the claim runs on the server's database pool, another connection.
+    node, _ = make_node(pool="python")
+    submit(UserFactory(), make_problem(languages=("python",)))
+    response = client.post("/api/v1/internal/judgers/jobs/claim", {"freeSlots": 1, "waitMs": 0},
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {node.secret}",
+                           HTTP_X_JUDGE_SESSION=str(node.session_epoch))
+    assert len(response.json()["jobs"]) == 1
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_answer_that_cannot_be_delivered_is_given_back_at_once():
+    from judging.api.claim import _claim_once
+
+    node, identity = make_node(pool="python")
+    submit(UserFactory(), make_problem(languages=("python",)))
+
+    async def hang_up():
+        attempt = asyncio.ensure_future(_claim_once(identity, 1))
+        await asyncio.sleep(0)  # the claim transaction is under way on its thread
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+
+    asyncio.run(hang_up())
+    job = JudgeJob.objects.get()
+    assert (job.state, job.attempts, job.lease_epoch, job.settled_status) == (JobState.QUEUED, 0, 1, "requeued")
+    assert job.available_at <= timezone.now()
