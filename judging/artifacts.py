@@ -55,12 +55,3 @@ def store_bytes(data: bytes) -> dict:
 
 def store_file(path: Path) -> dict:
     return store_bytes(Path(path).read_bytes())
-
-
-def open_artifact(digest: str):
-    """Open a stored artifact for reading; FileNotFoundError when it is missing."""
-    return open(path_for(digest), "rb")
-
-
-def size_of(digest: str) -> int:
-    return path_for(digest).stat().st_size

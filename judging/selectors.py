@@ -24,12 +24,11 @@ def ready_nodes(*, now):
     ).filter(VERIFIED)
 
 
-def ready_pools(*, now) -> set[str]:
-    return set(ready_nodes(now=now).values_list("pool", flat=True).distinct())
-
-
 def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str, str | None]:
-    """(status, waitReason) as the user sees them (ARCHITECTURE §4, API.md)."""
+    """(status, waitReason) as the user sees them (ARCHITECTURE §4, API.md).
+
+    `pool_has_ready_node` is a callable: the node read is only needed for a job that waits.
+    """
     if submission.deleted_at is not None or (job is not None and job.state == JobState.CANCELLED):
         return "CANCELLED", None
     if job is None:
@@ -42,7 +41,7 @@ def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str
         return (job.progress_phase or "COMPILING"), None
     if job.available_at > now:
         return "PENDING", "backoff"
-    if not pool_has_ready_node:
+    if not pool_has_ready_node():
         return "PENDING", "no_node"
     return "PENDING", "queued"
 

@@ -19,10 +19,6 @@ WAKE = "wake:"  # wake:<pool> — the pool may have claimable work
 NODE = "node:"  # node:<id> — a node's session, credential or state changed
 
 
-def channel_for(pool: str) -> str:
-    return CHANNEL_PREFIX + WAKE + pool
-
-
 class LocalNotifier:
     """In-process hints: each event loop that has waiting claims listens here. Safe to
     publish from any thread (on-commit callbacks run in request threads)."""

@@ -1,5 +1,7 @@
 """Shared HTTP plumbing: JSON-only views whose errors all use the contract's envelope."""
 
+from datetime import timezone as dt_timezone
+
 from django.conf import settings
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -39,4 +41,4 @@ def iso(value) -> str | None:
     """UTC ISO 8601 with Z, as the contract writes timestamps."""
     if value is None:
         return None
-    return value.astimezone(tz=None if value.tzinfo is None else value.tzinfo).isoformat().replace("+00:00", "Z")
+    return value.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z")

@@ -19,8 +19,7 @@ from judging.locking import lock_host_group, lock_node
 from judging.services.leases import release_node_leases
 from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
-from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, SessionSuperseded, \
-    Unauthenticated
+from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, Unauthenticated
 from nodes.models import DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit
 from nodes.probe import normalize_base_url
 from pools.registry import POOLS
@@ -144,18 +143,6 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
     logger.info("node joined", extra={"node": node.pk, "pool": node.pool, "session": node.session_epoch,
                                       "released": released})
     return JoinResult(node, credential, probe_key)
-
-
-def authenticate_node(credential: str):
-    """The node holding this credential, or None. Lookup is by digest (an index), then the
-    digest itself is compared in constant time."""
-    if not credential:
-        return None
-    digest = credential_digest(credential)
-    node = JudgeNode.objects.filter(credential_digest=digest, revoked_at__isnull=True).first()
-    if node is None or not secrets.compare_digest(node.credential_digest, digest):
-        return None
-    return node
 
 
 def node_session_open(*, node_id: int, credential_digest_value: str, report: AgentReport, now) -> JudgeNode:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
+from kece.api import iso
 from pools.registry import POOLS
 
 logger = logging.getLogger("kece.snapshot")
@@ -42,7 +43,7 @@ def compute(*, now) -> dict:
             status = "NORMAL"
         pools.append({"pool": name, "label": pool.label, "status": status, "pending": pending.get(name, 0)})
     return {
-        "asOf": now.isoformat().replace("+00:00", "Z"),
+        "asOf": iso(now),
         "readyPools": sum(1 for p in pools if p["status"] != "UNAVAILABLE"),
         "totalPools": len(pools),
         "pools": pools,

@@ -2,7 +2,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 import requests
 
 from tests.live import ROOT, free_port

@@ -69,8 +69,10 @@ def submission_json(submission, *, now) -> dict:
     job = JudgeJob.objects.filter(pk=submission.current_judge_job_id).first()
     # A ready node only counts if it may be given this job: same pool *and* the runtime spec
     # the job was created with (API.md, "Runtime specs"). Otherwise the job waits for no node.
-    pool_ready = job is None or ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exists()
-    status, wait_reason = submission_status(submission, job, now=now, pool_has_ready_node=pool_ready)
+    # Read only for a job that waits (the callable is not called otherwise).
+    status, wait_reason = submission_status(
+        submission, job, now=now,
+        pool_has_ready_node=lambda: ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exists())
     judged = status in Verdict.values
     return {
         "submissionType": submission.TYPE,

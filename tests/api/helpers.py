@@ -11,7 +11,6 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from nodes.models import CheckStatus
 from tests.factories import UserFactory, make_node, mark_verified
 
 NODE_KEYS = {

@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-import requests
 from django.db import connection
 
 from judging import wakeups

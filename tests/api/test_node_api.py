@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from judging.models import JobState, JudgeJob
+from judging.models import JudgeJob
 from nodes.models import JoinCode, JudgeNode
 from nodes.services import node_issue_join_code, node_register
 from tests.concurrency import run_concurrently

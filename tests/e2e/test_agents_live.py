@@ -7,10 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from judging import artifacts
-from judging.models import JobState, JudgeJob, Problem, SettlementEvent
+from judging.models import JobState, JudgeJob, SettlementEvent
 from judging.services.problems import problem_import
 from judging.services.submit import submission_submit
 import requests

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from judging.models import JobState, JudgeJob, SettlementEvent, Submission
+from judging.models import JobState, JudgeJob, SettlementEvent
 from judging.services.leases import jobs_reap_expired
 from kece.errors import LeaseLost
 from tests.concurrency import run_concurrently

@@ -22,8 +22,8 @@ from judging.services.claim import job_claim
 from judging.services.events import events_dispatch
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.rejudge import submission_delete, submission_rejudge
-from judging.services.settle import SettleRequest, job_settle
-from kece.errors import DomainError, LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
+from judging.services.settle import job_settle
+from kece.errors import LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
 from nodes.models import CheckStatus, DesiredState, JudgeNode
 from nodes.services import AgentReport, HeartbeatReport, node_heartbeat, node_session_open, node_update
 from tests.factories import HostGroupFactory, UserFactory, identity_of, make_node, make_problem

@@ -7,7 +7,6 @@ sandbox allows, so AC means "contained". Only loopback addresses are ever probed
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 

@@ -7,11 +7,9 @@ import pytest
 from django.utils import timezone
 
 from judging.models import JobKind, JobState, JudgeJob
-from judging.services.claim import job_claim
 from judging.services.leases import RenewItem, lease_renew
 from judging.services.rejudge import submission_rejudge
-from judging.services.settle import SettleRequest, job_settle
-from judging.selectors import ready_pools
+from judging.selectors import ready_nodes
 from nodes.checks import _queue_self_check, checks_expire, connectivity_items, node_check_start
 from nodes.models import CheckStatus, DesiredState, JudgeNode, NodeCheck
 from nodes.services import AgentReport, node_session_open, node_update
@@ -35,7 +33,7 @@ def test_an_unhealthy_node_gets_no_judge_jobs_but_its_own_diagnostic(student, pr
     diagnostic = _diagnostic_job(node, check)
     jobs = claim(identity, free_slots=4)
     assert [j.pk for j in jobs] == [diagnostic.pk]
-    assert "python" not in ready_pools(now=timezone.now())
+    assert not ready_nodes(now=timezone.now()).filter(pool="python").exists()
 
 
 def test_a_new_agent_version_needs_a_new_self_check(student, problem):
@@ -58,7 +56,7 @@ def test_a_new_agent_version_needs_a_new_self_check(student, problem):
 def test_checking_an_enabled_node_keeps_it_in_service_until_a_verdict(student, problem):
     node, identity = make_node(pool="python")
     node_check_start(node_id=node.pk, actor=None, now=timezone.now())
-    assert "python" in ready_pools(now=timezone.now())
+    assert ready_nodes(now=timezone.now()).filter(pool="python").exists()
     submit(student, problem)
     assert len(claim(identity)) == 1
 
