@@ -33,8 +33,10 @@ PREFIX = "/api/v1/internal/judgers/"
 
 
 class SimNode:
-    def __init__(self, http, node, slots: int, judge_seconds: float, done: dict, received: dict):
+    def __init__(self, http, node, slots: int, judge_seconds: float, done: dict, received: dict,
+                 carry_claim: bool = True):
         self.http, self.node, self.slots = http, node, slots
+        self.carry_claim = carry_claim
         self.free = slots
         self.judge_seconds = judge_seconds
         self.done, self.received = done, received
@@ -54,13 +56,16 @@ class SimNode:
             except Exception:
                 await asyncio.sleep(0.1)
                 continue
-            now = time.perf_counter()
-            for job in response.json().get("jobs", []):
-                self.received[job["jobId"]] = now
-                self.free -= 1
-                task = asyncio.create_task(self.judge(job))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+            self.start(response.json().get("jobs", []))
+
+    def start(self, jobs):
+        now = time.perf_counter()
+        for job in jobs:
+            self.received[job["jobId"]] = now
+            self.free -= 1
+            task = asyncio.create_task(self.judge(job))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
     async def judge(self, job):
         await asyncio.sleep(self.judge_seconds)
@@ -68,11 +73,15 @@ class SimNode:
                  for c in job["cases"]]
         body = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 1,
                 "memoryKb": 1, "compileOutput": "", "cases": cases}
+        if self.carry_claim:
+            # Like the agent: the result post asks for the next job for the slot it frees.
+            body["claim"] = {"freeSlots": 1}
         response = await self.http.post(PREFIX + f"jobs/{job['jobId']}/result", headers=self.headers, json=body)
         assert response.status_code == 200, response.text
         self.done[job["jobId"]] = time.perf_counter()
-        # Like the agent: a slot is free once its result is confirmed.
+        # A slot is free once its result is confirmed; the carried claim may have filled it.
         self.free += 1
+        self.start(response.json().get("jobs", []))
         self.slot_freed.set()
 
 

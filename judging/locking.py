@@ -84,10 +84,73 @@ def _acquire(rank: Rank, keys) -> list:
     return fresh
 
 
+class _RowShape:
+    """How to read whole rows of one model with plain SQL and build its instances with the
+    converters Django's compiler would apply (aware datetimes, JSON, booleans). Locking
+    reads are the hot path of every claim and settle; compiling a queryset each time
+    costs several times the statement itself."""
+
+    def __init__(self, model):
+        quote = connection.ops.quote_name
+        fields = model._meta.concrete_fields
+        self.table = quote(model._meta.db_table)
+        self.pk_column = quote(model._meta.pk.column)
+        self.columns = ", ".join(quote(f.column) for f in fields)
+        self.attnames = [f.attname for f in fields]
+        self.converters = []
+        for index, field in enumerate(fields):
+            column = field.get_col(model._meta.db_table)
+            converters = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if converters:
+                self.converters.append((index, column, converters))
+        self.model = model
+
+    def load(self, sql: str, params) -> list:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        instances = []
+        for row in rows:
+            values = list(row)
+            for index, column, converters in self.converters:
+                for converter in converters:
+                    values[index] = converter(values[index], column, connection)
+            instances.append(self.model.from_db(connection.alias, self.attnames, values))
+        return instances
+
+
+_shapes: dict[tuple, _RowShape] = {}
+
+
+def _shape(model) -> _RowShape:
+    key = (model, connection.vendor)
+    shape = _shapes.get(key)
+    if shape is None:
+        shape = _shapes[key] = _RowShape(model)
+    return shape
+
+
+def _lock_clause(*, shared: bool = False) -> str:
+    if not connection.features.has_select_for_update:
+        return ""  # SQLite: the write transaction (IMMEDIATE) already excludes other writers
+    if shared and connection.vendor == "mysql":
+        return " LOCK IN SHARE MODE"
+    return " FOR UPDATE"
+
+
+def _locked_rows(model, pks, *, shared: bool = False) -> list:
+    keys = sorted(set(pks))
+    if not keys:
+        return []
+    shape = _shape(model)
+    placeholders = ", ".join(["%s"] * len(keys))
+    return shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {shape.pk_column} IN ({placeholders})"
+                      f" ORDER BY {shape.pk_column}{_lock_clause(shared=shared)}", keys)
+
+
 def _lock_by_pk(model, rank: Rank, pks):
     _acquire(rank, pks)
-    rows = model.objects.select_for_update().filter(pk__in=sorted(set(pks))).order_by("pk")
-    return {row.pk: row for row in rows}
+    return {row.pk: row for row in _locked_rows(model, pks)}
 
 
 # --- host groups and nodes -----------------------------------------------------------------
@@ -105,11 +168,8 @@ def lock_node(pk, *, shared: bool = False):
     A shared holder must not write the node row (two holders upgrading would deadlock)."""
     from nodes.models import JudgeNode
 
-    if not shared or connection.vendor != "mysql":
-        return _lock_by_pk(JudgeNode, Rank.NODE, [pk]).get(pk)
     _acquire(Rank.NODE, [pk])
-    table = JudgeNode._meta.db_table
-    rows = list(JudgeNode.objects.raw(f"SELECT * FROM `{table}` WHERE `id` = %s LOCK IN SHARE MODE", [pk]))
+    rows = _locked_rows(JudgeNode, [pk], shared=shared)
     return rows[0] if rows else None
 
 
@@ -124,7 +184,8 @@ def lock_submission(submission_type: str, submission_id: int):
 
     model = SUBMISSION_MODELS[submission_type]
     _acquire(Rank.SUBMISSION, [(_TYPE_ORDER[submission_type], submission_id)])
-    return model.objects.select_for_update().filter(pk=submission_id).first()
+    rows = _locked_rows(model, [submission_id])
+    return rows[0] if rows else None
 
 
 # --- jobs ----------------------------------------------------------------------------------------
@@ -139,21 +200,25 @@ def lock_job(pk):
     return lock_jobs([pk]).get(pk)
 
 
-def claim_queued_job_ids(queryset, limit: int) -> list[int]:
-    """`SELECT id … ORDER BY available_at, id LIMIT n FOR UPDATE SKIP LOCKED` on `queryset`.
+def claim_queued_jobs(where: str, params, limit: int) -> list:
+    """`SELECT … FROM judge_job WHERE <where> ORDER BY available_at, id LIMIT n FOR UPDATE
+    SKIP LOCKED`: whole job rows, ready to lease.
 
     Rows another transaction holds are skipped, not waited for, so concurrent claimers
     each take different jobs without queueing behind each other.
     """
+    from judging.models import JudgeJob
+
     if limit <= 0:
         return []
-    ids = list(
-        queryset.order_by("available_at", "id").select_for_update(skip_locked=True).values_list("id", flat=True)[:limit]
-    )
+    shape = _shape(JudgeJob)
+    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    jobs = shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {where}"
+                      f" ORDER BY available_at, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
     # The database chose the rows; record them (ascending) so a later lower-ranked lock
     # in this transaction is still caught.
-    _acquire(Rank.JOB, ids)
-    return ids
+    _acquire(Rank.JOB, [job.pk for job in jobs])
+    return jobs
 
 
 def update_locked_jobs(pks, **values) -> int:

@@ -1,7 +1,7 @@
 """ASGI entry point (`uvicorn kece.asgi:application`).
 
-- The long-poll claim is served by a bare async app: no middleware and no request thread
-  is held while it waits.
+- The two hot node calls are served bare (`judging.api.bare`): the long-poll claim, so
+  that no request thread is held while it waits, and the result post, one per job.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
   middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
   on the bounded database pool of `judging.waiting`.
@@ -11,6 +11,7 @@
 """
 
 import os
+import re
 
 from django.core.asgi import get_asgi_application
 
@@ -31,10 +32,13 @@ from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
 from judging.api.claim import asgi_claim  # noqa: E402
+from judging.api.result import asgi_result  # noqa: E402
+from kece.converters import IdConverter  # noqa: E402
 from judging.waiting import run_db  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
+RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
 
 
 class InternalASGIHandler(ASGIHandler):
@@ -67,6 +71,11 @@ async def application(scope, receive, send):
             await asgi_claim(scope, receive, send)
             return
         if path.startswith(INTERNAL_PREFIX):
+            result = RESULT_PATH.fullmatch(path)
+            if result is not None:
+                await asgi_result(scope, receive, send, int(result.group(1)))
+                return
             await internal_application(scope, receive, send)
             return
     await django_application(scope, receive, send)
+

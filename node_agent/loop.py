@@ -393,12 +393,7 @@ class Agent:
         received = time.monotonic()
         self._note_desired(answer.get("desiredState"))
         jobs = answer.get("jobs") or []
-        for job in jobs:
-            try:
-                self.start_job(job, session, received)
-            except (KeyError, TypeError, ValueError) as exc:
-                # Not the contract's job object: nothing safe to run; its lease will lapse.
-                log.event(logger, logging.ERROR, "malformed job in claim answer", error=repr(exc)[:200])
+        self.start_jobs(jobs, session, received)
         if not jobs and received - started < 1.0:
             # The server answered at once without work (e.g. disabled node): don't spin.
             self.stop_requested.wait(1.0)
@@ -408,6 +403,14 @@ class Agent:
         if desired and session is not None and desired != session.desired_state:
             log.event(logger, logging.INFO, "desired state changed", old=session.desired_state, new=desired)
             session.desired_state = desired
+
+    def start_jobs(self, jobs: list, session: Session, received: float) -> None:
+        for job in jobs:
+            try:
+                self.start_job(job, session, received)
+            except (KeyError, TypeError, ValueError) as exc:
+                # Not the contract's job object: nothing safe to run; its lease will lapse.
+                log.event(logger, logging.ERROR, "malformed job in an answer", error=repr(exc)[:200])
 
     def start_job(self, job: dict, session: Session, received: float) -> None:
         jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000)
@@ -682,9 +685,11 @@ class Agent:
                 jr.log.warning("local lease deadline passed before the result was accepted; result dropped")
                 return
             try:
-                answer = self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id, body=body)
+                answer = self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id,
+                                                 body=self._with_next_claim(body, session))
                 jr.log.info("result accepted", status=answer.get("status"), outcome=body["outcome"],
-                            verdict=body.get("verdict"))
+                            verdict=body.get("verdict"), next_jobs=len(answer.get("jobs") or []))
+                self._start_carried(answer, session)
                 return
             except ApiError as exc:
                 if exc.code == "session_superseded" or exc.status == 401:
@@ -709,6 +714,19 @@ class Agent:
                 delay = backoff.next_delay()
                 jr.log.warning("posting result failed; retrying", error=str(exc)[:200], retry_in_s=round(delay, 1))
             time.sleep(delay)
+
+    def _with_next_claim(self, body: dict, session: Session) -> dict:
+        """Carry the next claim on the result post: the slot this job frees is asked for in
+        the same request, so a busy node needs one round trip per job, not two. The claim
+        loop never counts this slot as free (the job stays in `self.jobs` until its worker
+        ends), so the two never ask for the same slot."""
+        if self.stopping or self.stop_requested.is_set() or session.desired_state != "ENABLED":
+            return body
+        return {**body, "claim": {"freeSlots": 1}}
+
+    def _start_carried(self, answer: dict, session: Session) -> None:
+        self._note_desired(answer.get("desiredState"))
+        self.start_jobs(answer.get("jobs") or [], session, time.monotonic())
 
     def release(self, jr: JobRun) -> None:
         """Give a lease back (graceful stop): requeued at once, the attempt is not counted."""

@@ -3,10 +3,11 @@
 The credential travels only in `Authorization: Bearer …`; the server keeps its sha-256
 digest and compares digests in constant time. Every state-changing call re-checks the
 credential and session on the locked node row, so revocation and rotation take effect
-at once. Only the *waiting* part of a long-poll claim may rely on an in-process cache of who a
-credential belongs to (so that idle nodes cost the database nothing per request):
-waiting changes nothing, and the claim that follows re-checks everything under the lock. Every change to a node's session, credential or
-state is broadcast (`wakeups.node_changed_after_commit`), which drops the cached entry in
+at once. Two calls may rely on an in-process cache of who a credential belongs to: the
+long-poll claim (so that idle nodes cost the database nothing per request) and the result
+post (the hottest call under load). Both change nothing on the cache's word alone: the
+claim and the settle re-check credential and session on the locked node row, and refuse
+there. Every change to a node's session, credential or state is broadcast (`wakeups.node_changed_after_commit`), which drops the cached entry in
 every process and makes the node's waiting claim re-read who it is.
 """
 
@@ -20,7 +21,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from judging.identity import NodeIdentity, credential_digest
-from kece.errors import SessionSuperseded
+from kece.errors import SessionSuperseded, Unauthenticated
 from nodes.models import JudgeNode
 
 SESSION_HEADER = "HTTP_X_JUDGE_SESSION"
@@ -110,6 +111,24 @@ def lookup_for_waiting(digest: str, *, fresh: bool = False) -> NodeAuth | None:
     auth = NodeAuth.of(node)
     auth_cache.put(digest, auth)
     return auth
+
+
+def authenticate_cached(authorization: str, session_header) -> tuple[NodeAuth, int]:
+    """(who, session epoch) for a call whose service re-checks both under the node lock.
+    A cached entry that disagrees with the caller's session is read again before refusing."""
+    secret = bearer_secret(authorization)
+    if secret is None:
+        raise Unauthenticated("Use Authorization: Bearer <credential>.")
+    digest = credential_digest(secret)
+    session = parse_session(session_header)
+    auth = lookup_for_waiting(digest)
+    if auth is not None and (session != auth.session_epoch or not auth.session_open):
+        auth = lookup_for_waiting(digest, fresh=True)  # the cache may be behind
+    if auth is None:
+        raise Unauthenticated("The node credential is unknown or revoked.")
+    if session is None or session != auth.session_epoch or not auth.session_open:
+        raise SessionSuperseded()
+    return auth, session
 
 
 def parse_session(value) -> int | None:

@@ -16,7 +16,6 @@ from judging import artifacts
 from judging.api import node_serializers as s
 from judging.selectors import artifact_for_lease
 from judging.services.leases import RenewItem, lease_renew
-from judging.services.settle import CaseResult, SettleRequest, job_settle
 from kece.api import ContractView, iso, validated
 from kece.errors import Invalid, Unavailable
 from nodes.auth import NodeCredentialAuthentication, session_identity
@@ -168,22 +167,3 @@ def _file_response(request, handle):
             handle.close()
 
     return StreamingHttpResponse(chunks(), content_type="application/octet-stream")
-
-
-class ResultView(NodeView):
-    @extend_schema(tags=TAGS, request=s.ResultIn, responses={200: s.ResultOut}, parameters=[SESSION_PARAMETER],
-                   summary="Post the outcome of a lease: JUDGED, INFRA_ERROR or RELEASED")
-    def post(self, request, job_id: int):
-        identity = session_identity(request)
-        data = validated(s.ResultIn, request.data)
-        settle_request = SettleRequest(
-            job_id=job_id, lease_epoch=data["leaseEpoch"], outcome=data["outcome"],
-            verdict=data.get("verdict", ""), score=data.get("score", 0), time_ms=data["timeMs"],
-            memory_kb=data["memoryKb"], compile_output=data["compileOutput"],
-            cases=tuple(CaseResult(c["ordinal"], c["verdict"], c["timeMs"], c["memoryKb"], c["score"])
-                        for c in data["cases"]),
-            error=data["error"], message=data["message"][:4000],
-            checks=tuple({"name": c["name"], "ok": c["ok"], "detail": c["detail"]} for c in data["checks"]),
-        )
-        status = job_settle(identity=identity, request=settle_request, now=timezone.now())
-        return Response({"status": status})

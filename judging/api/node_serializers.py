@@ -158,6 +158,10 @@ class CheckItemIn(serializers.Serializer):
     detail = serializers.CharField(max_length=4000, allow_blank=True, required=False, default="")
 
 
+class NextClaimIn(serializers.Serializer):
+    freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
+
+
 class ResultIn(serializers.Serializer):
     leaseEpoch = serializers.IntegerField(min_value=0, max_value=2**31)
     outcome = serializers.ChoiceField(choices=OUTCOMES)
@@ -170,6 +174,9 @@ class ResultIn(serializers.Serializer):
     checks = CheckItemIn(many=True, required=False, default=list, max_length=200)
     error = serializers.CharField(max_length=64, required=False, default="")
     message = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+    claim = NextClaimIn(required=False, help_text=(
+        "Optional: once the result is accepted, lease up to freeSlots more jobs without waiting and return them "
+        "in `jobs` — the node's next claim, carried on this request. Usually 1: the slot this job frees."))
 
     def validate(self, data):
         if data["outcome"] == "JUDGED":
@@ -183,3 +190,5 @@ class ResultIn(serializers.Serializer):
 
 class ResultOut(serializers.Serializer):
     status = serializers.ChoiceField(choices=["settled", "duplicate", "requeued", "failed"])
+    jobs = JobOut(many=True, required=False, help_text="Only when the request carried `claim`.")
+    desiredState = serializers.CharField(required=False, help_text="Only when the request carried `claim`.")

@@ -2,6 +2,7 @@ from django.urls import path
 
 from judging.api import node
 from judging.api.claim import ClaimView
+from judging.api.result import ResultView
 
 urlpatterns = [
     path("join", node.JoinView.as_view()),
@@ -10,5 +11,5 @@ urlpatterns = [
     path("jobs/claim", ClaimView.as_view(), name="node-claim"),
     path("jobs/renew", node.RenewView.as_view()),
     path("jobs/<id:job_id>/artifacts/<str:digest>", node.ArtifactView.as_view()),
-    path("jobs/<id:job_id>/result", node.ResultView.as_view()),
+    path("jobs/<id:job_id>/result", ResultView.as_view()),
 ]

@@ -3,12 +3,12 @@
 import logging
 from dataclasses import dataclass, field
 
-from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db import connection, transaction
+from django.db.models import F
 
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import claim_queued_job_ids, lock_host_group, lock_node, update_locked_jobs
-from judging.models import JobState, JudgeJob
+from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
+from judging.models import JobState
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
 from nodes.checks import may_take_judge_jobs
@@ -26,23 +26,33 @@ class ClaimResult:
     reason: str = ""
 
 
-def _queued_for(node, *, now, judge_jobs_allowed: bool):
-    queued = JudgeJob.objects.filter(
-        pool=node.pool, state=JobState.QUEUED, available_at__lte=now, runtime_spec=node.runtime_spec
-    )
+def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
+    """The node's due jobs (the `judge_job_claim` index: pool, state, available_at, id):
+    its pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic
+    jobs) when it may not judge."""
+    where = "pool = %s AND state = %s AND available_at <= %s AND runtime_spec = %s"
+    params = [node.pool, JobState.QUEUED, connection.ops.adapt_datetimefield_value(now), node.runtime_spec]
     if judge_jobs_allowed:
-        return queued.filter(Q(bound_node__isnull=True) | Q(bound_node_id=node.pk))
-    return queued.filter(bound_node_id=node.pk)
+        where += " AND (bound_node_id IS NULL OR bound_node_id = %s)"
+    else:
+        where += " AND bound_node_id = %s"
+    return where, [*params, node.pk]
+
+
+_RUNNING_COUNTS = (
+    "SELECT COUNT(CASE WHEN node_id = %s THEN 1 END), COUNT(CASE WHEN host_group_id = %s THEN 1 END)"
+    " FROM judge_job WHERE (node_id = %s OR host_group_id = %s) AND state = %s"
+)
 
 
 def _running_counts(node, group) -> tuple[int, int]:
     """RUNNING jobs of the node and of its host group, in one statement (an index merge
     of (node_id, state) and (host_group_id, state)). Expired-but-unreaped leases are still
     RUNNING here and so still take their slot: the node may yet be judging them."""
-    counts = JudgeJob.objects.filter(Q(node_id=node.pk) | Q(host_group_id=group.pk), state=JobState.RUNNING).aggregate(
-        node=Count("id", filter=Q(node_id=node.pk)), group=Count("id", filter=Q(host_group_id=group.pk))
-    )
-    return counts["node"], counts["group"]
+    with connection.cursor() as cursor:
+        cursor.execute(_RUNNING_COUNTS, [node.pk, group.pk, node.pk, group.pk, JobState.RUNNING])
+        node_running, group_running = cursor.fetchone()
+    return node_running or 0, group_running or 0
 
 
 def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
@@ -96,17 +106,24 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         result.reason = "node_full" if node_headroom <= 0 else "group_full"
         return result
 
-    ids = claim_queued_job_ids(_queued_for(node, now=now, judge_jobs_allowed=judge_jobs_allowed), n)
-    if not ids:
+    jobs = claim_queued_jobs(*_claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed), limit=n)
+    if not jobs:
         result.reason = "empty" if judge_jobs_allowed else "not_ready"
         return result
-    update_locked_jobs(
-        ids, state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
-        session_epoch=node.session_epoch,
-        lease_epoch=F("lease_epoch") + 1, lease_until=now + lease_ttl(), attempts=F("attempts") + 1,
-        started_at=now, progress_phase="", progress_testcase=None, wait_reason="", error="",
+    lease = dict(
+        state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
+        session_epoch=node.session_epoch, lease_until=now + lease_ttl(), started_at=now,
+        progress_phase="", progress_testcase=None, wait_reason="", error="",
     )
-    result.jobs = list(JudgeJob.objects.filter(pk__in=ids).order_by("available_at", "id"))
+    update_locked_jobs([job.pk for job in jobs], lease_epoch=F("lease_epoch") + 1, attempts=F("attempts") + 1,
+                       **lease)
+    # The rows are locked, so what was read plus what was written is what is committed.
+    for job in jobs:
+        for name, value in lease.items():
+            setattr(job, name, value)
+        job.lease_epoch += 1
+        job.attempts += 1
+    result.jobs = jobs
     for job in result.jobs:
         logger.info("job leased", extra={"job": job.pk, "lease": job.lease_epoch, "node": node.pk,
                                           "pool": node.pool, "attempt": job.attempts})

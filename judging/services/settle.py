@@ -6,11 +6,11 @@ import logging
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_job, lock_node, lock_submission
-from judging.models import JobKind, JobState, JudgeJob, Verdict
+from judging.models import JobKind, JobState, Verdict
 from judging.services import outcomes
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
@@ -83,6 +83,16 @@ def _validate_judged(job, request: SettleRequest) -> None:
         raise Invalid("score must be the sum of the case scores", fields={"score": ["not the sum of the cases"]})
 
 
+def _job_meta(job_id: int) -> dict | None:
+    """What to lock for a job (kind, submission), read without locks: it never changes."""
+    if job_id >= 2**63:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT kind, submission_type, submission_id FROM judge_job WHERE id = %s", [job_id])
+        row = cursor.fetchone()
+    return None if row is None else dict(zip(("kind", "submission_type", "submission_id"), row))
+
+
 def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     """Apply a node's result; returns settled, duplicate, requeued or failed.
 
@@ -97,7 +107,7 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     """
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
-    meta = JudgeJob.objects.filter(pk=request.job_id).values("kind", "submission_type", "submission_id").first()
+    meta = _job_meta(request.job_id)
     if meta is None:
         raise LeaseLost("No such job for this node.")
     digest = request.digest()

@@ -196,3 +196,54 @@ def test_waiting_ends_with_no_jobs_and_the_desired_state(server):
     elapsed = time.monotonic() - started
     assert response.json() == {"jobs": [], "desiredState": "ENABLED"}
     assert 0.6 <= elapsed < 3
+
+
+def _judged_body(job, **extra) -> dict:
+    cases = [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 5, "memoryKb": 512, "score": c["weight"]}
+             for c in job["cases"]]
+    return {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 5,
+            "memoryKb": 512, "compileOutput": "", "cases": cases, **extra}
+
+
+def test_a_result_can_carry_the_next_claim_within_the_nodes_slots(server):
+    node, _ = make_node(pool="python", max_slots=2)
+    agent = client_for(server, node)
+    problem = make_problem(languages=("python",))
+    for _ in range(4):
+        submit(UserFactory(), problem)
+    first, second = agent.claim(free_slots=2, wait_ms=2000).json()["jobs"]
+
+    # The slot the first job frees is filled by the answer to its result post.
+    answer = agent.result(first["jobId"], _judged_body(first, claim={"freeSlots": 2}))
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["status"], body["desiredState"]) == ("settled", "ENABLED")
+    [carried] = body["jobs"]  # two asked for, one slot free: the node's slots still hold
+    stored = JudgeJob.objects.get(pk=carried["jobId"])
+    assert (stored.state, stored.node_id, stored.lease_epoch) == ("RUNNING", node.pk, carried["leaseEpoch"])
+    assert JudgeJob.objects.get(pk=first["jobId"]).state == "COMPLETED"
+
+    # Without the field the answer is the contract's, unchanged.
+    assert agent.result(second["jobId"], _judged_body(second)).json() == {"status": "settled"}
+
+    # A refused result leases nothing: the error answers alone.
+    refused = agent.result(first["jobId"], {**_judged_body(first, claim={"freeSlots": 1}), "verdict": "WA"})
+    assert (refused.status_code, refused.json()["error"]) == (409, "result_conflict")
+    assert JudgeJob.objects.filter(node_id=node.pk, state="RUNNING").count() == 1
+
+    # A repeated post of an accepted result is confirmed, and may still fill the freed slot.
+    again = agent.result(second["jobId"], _judged_body(second, claim={"freeSlots": 1})).json()
+    assert again["status"] == "duplicate" and len(again["jobs"]) == 1
+    assert JudgeJob.objects.filter(node_id=node.pk, state="RUNNING").count() == 2
+
+
+def test_a_carried_claim_gives_a_draining_node_no_work(server):
+    node, _ = make_node(pool="python", max_slots=1)
+    agent = client_for(server, node)
+    problem = make_problem(languages=("python",))
+    submit(UserFactory(), problem)
+    submit(UserFactory(), problem)
+    [job] = agent.claim(wait_ms=2000).json()["jobs"]
+    JudgeNode.objects.filter(pk=node.pk).update(desired_state="DRAINING")
+    body = agent.result(job["jobId"], _judged_body(job, claim={"freeSlots": 1})).json()
+    assert body == {"status": "settled", "jobs": [], "desiredState": "DRAINING"}

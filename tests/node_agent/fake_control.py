@@ -81,6 +81,8 @@ class FakeControlPlane:
         self.corrupt: set[str] = set()
         self.faults: list[dict] = []
         self.log: list[tuple[str, str, int]] = []
+        self.carried_claims = 0  # result posts that carried the next claim
+        self.carried_jobs = 0  # jobs leased through them
         self._ids = itertools.count(1)
         self._job_ids = itertools.count(101)
         self._server: ThreadingHTTPServer | None = None
@@ -238,6 +240,32 @@ class FakeControlPlane:
             "leaseRemainingMs": self.lease_ttl_ms, "runtimeSpec": job.runtime_spec, "manifestId": job.id + 500,
             "limits": job.limits, "source": job.source, "cases": job.cases, "sql": job.sql,
         }
+
+    def _lease(self, node: Node, free: int) -> list[dict]:
+        """Lease up to `free` claimable jobs within the node's slots (lock held)."""
+        headroom = min(free, node.max_slots - self._in_flight(node))
+        ready = self._claimable(node)[:max(0, headroom)]
+        now = time.monotonic()
+        for job in ready:
+            job.state = "RUNNING"
+            job.owner = node.id
+            job.session_epoch = node.session_epoch
+            job.lease_epoch += 1
+            job.attempts += 1
+            job.lease_until = now + self.lease_ttl_ms / 1000
+            job.claims.append((node.id, node.session_epoch, job.lease_epoch, now))
+        if ready:
+            self.changed.notify_all()
+        return [self._job_json(j) for j in ready]
+
+    def _carried(self, node: Node, carried) -> dict:
+        """The answer to a claim carried on a result post: no waiting."""
+        if carried is None:
+            return {}
+        self.carried_claims += 1
+        jobs = self._lease(node, int(carried.get("freeSlots", 0)))
+        self.carried_jobs += len(jobs)
+        return {"jobs": jobs, "desiredState": node.desired_state}
 
     def _claimable(self, node: Node) -> list[Job]:
         out = []
@@ -413,20 +441,9 @@ class _Handler(BaseHTTPRequestHandler):
             while True:
                 if node.session_epoch != epoch:
                     raise ApiFault(409, "session_superseded")
-                headroom = min(free, node.max_slots - p._in_flight(node))
-                ready = p._claimable(node)[:max(0, headroom)]
+                ready = p._lease(node, free)
                 if ready:
-                    now = time.monotonic()
-                    for job in ready:
-                        job.state = "RUNNING"
-                        job.owner = node.id
-                        job.session_epoch = epoch
-                        job.lease_epoch += 1
-                        job.attempts += 1
-                        job.lease_until = now + p.lease_ttl_ms / 1000
-                        job.claims.append((node.id, epoch, job.lease_epoch, now))
-                    answer = {"jobs": [p._job_json(j) for j in ready], "desiredState": node.desired_state}
-                    p.changed.notify_all()
+                    answer = {"jobs": ready, "desiredState": node.desired_state}
                     break
                 left = end - time.monotonic()
                 if left <= 0:
@@ -482,6 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
         with p.lock:
             node = self._node()
             body = self._body()
+            carried = body.pop("claim", None)  # the optional next claim is not part of the result
             job = p.jobs.get(job_id)
             if job is None:
                 raise ApiFault(409, "lease_lost")
@@ -498,8 +516,7 @@ class _Handler(BaseHTTPRequestHandler):
             digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
             if job.settled is not None and job.settled["lease"] == lease and job.owner in (None, node.id):
                 if job.settled["digest"] == digest:
-                    status = "duplicate"
-                    self._reply_locked(200, {"status": status})
+                    self._reply_locked(200, {"status": "duplicate", **p._carried(node, carried)})
                     return
                 raise ApiFault(409, "result_conflict")
             if job.state == "CANCELLED":
@@ -521,7 +538,8 @@ class _Handler(BaseHTTPRequestHandler):
                 status = "failed" if job.state == "FAILED" else "requeued"
                 job.settled = {"lease": lease, "digest": digest, "body": body}
             p.changed.notify_all()
-        self._reply(200, {"status": status})
+            answer = {"status": status, **p._carried(node, carried)}
+        self._reply(200, answer)
 
     def _reply_locked(self, status: int, body: dict) -> None:
         self._reply(status, body)

@@ -190,6 +190,17 @@ def test_transient_server_errors_are_retried_with_backoff(plane, launch):
     agent.wait_log("posting result failed; retrying")
 
 
+def test_a_busy_agent_asks_for_its_next_job_on_the_result_post(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python", slots=1)
+    jobs = [plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES) for _ in range(3)]
+    assert [verdict_of(plane, j, timeout=60)["verdict"] for j in jobs] == ["AC"] * 3
+    # The first job came through the long-poll claim; each result brought the next one.
+    assert plane.carried_jobs == 2
+    assert all(len(plane.jobs[j].claims) == 1 for j in jobs), "no job was leased twice"
+    assert "claim" not in plane.jobs[jobs[0]].results[0], "the carried claim is not part of the result"
+
+
 def test_a_pending_node_runs_its_diagnostic_and_no_judge_job(plane, launch):
     need_pool("python")
     node_id, code = plane.register_node("python", desired_state="PENDING_VERIFICATION")

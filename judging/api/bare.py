@@ -1,0 +1,129 @@
+"""Bare ASGI serving for the node API's two hot calls, the long-poll claim and the result
+post: no Django request cycle (no per-request thread, signals or middleware), the same
+error envelope and status codes as the DRF views that describe them in the schema.
+
+A call is an async function returning `(status, payload)`. If the node hangs up before
+its answer is sent, any jobs the answer leased are released at once instead of waiting
+out their lease.
+"""
+
+import asyncio
+import json
+import logging
+
+from django.conf import settings
+from django.utils import timezone
+
+from judging.identity import credential_digest
+from judging.services.settle import RELEASED, SettleRequest, job_settle
+from judging.waiting import run_db
+from kece.errors import DomainError, Invalid, TooLarge
+from nodes.auth import bearer_secret, lookup_for_waiting, parse_session
+
+logger = logging.getLogger("kece.node_api")
+
+
+def parse_json(body: bytes, serializer_class) -> dict:
+    if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise TooLarge()
+    try:
+        data = json.loads(body.decode("utf-8") or "null")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Invalid(f"Malformed JSON: {exc}") from exc
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        raise Invalid("Some fields are invalid.", fields=serializer.errors)
+    return serializer.validated_data
+
+
+def extra_headers(status: int) -> list[tuple[str, str]]:
+    if status == 401:
+        return [("WWW-Authenticate", 'Bearer realm="kece-judgers"')]
+    if status == 503:
+        return [("Retry-After", "5")]
+    return []
+
+
+def release_unsent(identity, jobs) -> None:
+    """Give back leases whose answer never reached the node, at once and without counting
+    the attempt, instead of letting them wait out the lease."""
+    for job in jobs:
+        request = SettleRequest(job_id=job["jobId"], lease_epoch=job["leaseEpoch"], outcome=RELEASED)
+        try:
+            job_settle(identity=identity, request=request, now=timezone.now())
+        except DomainError:
+            pass  # already gone (session change, revoke): nothing to give back
+    logger.info("unsent answer released", extra={"node": identity.node_id, "jobs": [j["jobId"] for j in jobs]})
+
+
+def _release_unsent_by_header(headers: dict, jobs) -> None:
+    auth = lookup_for_waiting(credential_digest(bearer_secret(headers.get("authorization", "")) or ""))
+    session = parse_session(headers.get("x-judge-session"))
+    if auth is not None and session is not None:
+        release_unsent(auth.identity(session), jobs)
+
+
+async def _read_body(receive) -> bytes | None:
+    """The whole body, None if the client hung up; raises TooLarge past the limit."""
+    body = bytearray()
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise TooLarge()
+        if not message.get("more_body"):
+            return bytes(body)
+
+
+async def _wait_for_disconnect(receive):
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def send_json(send, status: int, payload: dict):
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in extra_headers(status)]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
+    """Serve one POST: `await call(headers, body)` → (status, payload), sent as JSON.
+
+    When the node hangs up first, a call that only waits (`stop_on_hangup`) is cancelled;
+    any other call finishes (its transaction is under way) and what it leased is released.
+    """
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    if scope["method"] != "POST":
+        return await send_json(send, 405, {"error": "method_not_allowed", "detail": "Use POST."})
+    try:
+        body = await _read_body(receive)
+    except TooLarge as error:
+        return await send_json(send, error.status, error.envelope())
+    if body is None:
+        return
+
+    answer = asyncio.create_task(call(headers, body))
+    disconnect = asyncio.create_task(_wait_for_disconnect(receive))
+    done, _ = await asyncio.wait({answer, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+    if answer in done and disconnect not in done:
+        disconnect.cancel()
+        status, payload = answer.result()
+        return await send_json(send, status, payload)
+    if answer not in done and stop_on_hangup:
+        answer.cancel()
+        try:
+            await answer
+        except asyncio.CancelledError:
+            pass
+        return
+    # The node hung up: whatever the answer leased cannot be delivered.
+    status, payload = await answer
+    if payload.get("jobs"):
+        await run_db(_release_unsent_by_header, headers, payload["jobs"])

@@ -1,0 +1,100 @@
+"""`POST /api/v1/internal/judgers/jobs/{jobId}/result`: a node reports the outcome of a lease.
+
+The hottest call under load (one per job), so under uvicorn it is served bare
+(`kece.asgi` routes it to `asgi_result`): the whole call is one task on the bounded
+database pool. The DRF view serves the test client and describes the call in the schema.
+Both run `serve_result`.
+
+A result may carry the node's next claim (`claim: {freeSlots}`, an optional field): once
+the result is accepted, up to freeSlots jobs are leased without waiting and returned in
+`jobs`. A busy node then needs one request per job instead of two.
+"""
+
+import logging
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+
+from judging.api import bare
+from judging.api import node_serializers as s
+from judging.api.claim import claim_payload
+from judging.api.node import SESSION_PARAMETER, TAGS
+from judging.services.settle import CaseResult, SettleRequest, job_settle
+from judging.waiting import run_db
+from kece.api import ContractView
+from kece.errors import DomainError, Unavailable
+from nodes.auth import authenticate_cached
+
+logger = logging.getLogger("kece.node_api")
+
+
+def _settle_request(job_id: int, data: dict) -> SettleRequest:
+    return SettleRequest(
+        job_id=job_id, lease_epoch=data["leaseEpoch"], outcome=data["outcome"],
+        verdict=data.get("verdict", ""), score=data.get("score", 0), time_ms=data["timeMs"],
+        memory_kb=data["memoryKb"], compile_output=data["compileOutput"],
+        cases=tuple(CaseResult(c["ordinal"], c["verdict"], c["timeMs"], c["memoryKb"], c["score"])
+                    for c in data["cases"]),
+        error=data["error"], message=data["message"][:4000],
+        checks=tuple({"name": c["name"], "ok": c["ok"], "detail": c["detail"]} for c in data["checks"]),
+    )
+
+
+def _next_claim(identity, auth, free_slots: int) -> dict:
+    """The claim carried on a result post: no waiting, and the accepted result stands
+    whatever happens to it (a node revoked in between just gets no jobs)."""
+    if free_slots == 0:
+        return {"jobs": [], "desiredState": auth.desired_state}
+    try:
+        jobs, desired_state, _reason = claim_payload(identity, free_slots)
+    except DomainError as error:
+        logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
+        return {"jobs": [], "desiredState": auth.desired_state}
+    return {"jobs": jobs, "desiredState": desired_state}
+
+
+def serve_result(*, authorization: str, session_header, job_id: int, body: bytes) -> tuple[int, dict]:
+    """Authenticate, settle, and lease the carried claim; (status, payload). Runs on a
+    database pool thread (or the request thread of the DRF view)."""
+    try:
+        auth, session = authenticate_cached(authorization, session_header)
+        data = bare.parse_json(body, s.ResultIn)
+        identity = auth.identity(session)
+        status = job_settle(identity=identity, request=_settle_request(job_id, data), now=timezone.now())
+        if "claim" not in data:
+            return 200, {"status": status}
+        return 200, {"status": status, **_next_claim(identity, auth, data["claim"]["freeSlots"])}
+    except DomainError as error:
+        return error.status, error.envelope()
+    except Exception:
+        logger.exception("result failed", extra={"job": job_id})
+        return 503, Unavailable().envelope()
+
+
+class ResultView(ContractView):
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(tags=TAGS, request=s.ResultIn, responses={200: s.ResultOut}, parameters=[SESSION_PARAMETER],
+                   auth=[{"nodeCredential": []}],
+                   summary="Post the outcome of a lease: JUDGED, INFRA_ERROR or RELEASED")
+    def post(self, request, job_id: int):
+        status, payload = serve_result(
+            authorization=request.META.get("HTTP_AUTHORIZATION", ""),
+            session_header=request.META.get("HTTP_X_JUDGE_SESSION"), job_id=job_id, body=request._request.body)
+        response = Response(payload, status=status)
+        for name, value in bare.extra_headers(status):
+            response[name] = value
+        return response
+
+
+async def asgi_result(scope, receive, send, job_id: int):
+    """The bare ASGI entry point."""
+
+    async def call(headers, body):
+        return await run_db(serve_result, authorization=headers.get("authorization", ""),
+                            session_header=headers.get("x-judge-session"), job_id=job_id, body=body)
+
+    await bare.serve(scope, receive, send, call, stop_on_hangup=False)
