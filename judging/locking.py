@@ -221,21 +221,67 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     return jobs
 
 
-def update_locked_jobs(pks, **values) -> int:
-    """UPDATE job rows this transaction has locked, by primary key only.
+def _require_held(keys) -> None:
+    state = _state()
+    missing = [key for key in keys if key not in state.held]
+    if missing:
+        raise LockOrderViolation(f"write to rows {missing} that this transaction has not locked")
+
+
+def _prepared(model, values: dict) -> list[tuple[str, object]]:
+    """(quoted column, database value) pairs, prepared as `Model.save` would."""
+    quote = connection.ops.quote_name
+    pairs = []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        pairs.append((quote(field.column), field.get_db_prep_save(value, connection)))
+    return pairs
+
+
+def update_locked_jobs(pks, *, increment=(), **values) -> int:
+    """UPDATE job rows this transaction has locked, by primary key only; `increment` names
+    counters to raise by one.
 
     Guards are checked in Python on the locked rows, never in the UPDATE's WHERE: a WHERE on
     other columns may lead the optimiser to a secondary index, which InnoDB then locks
     before the row itself — the reverse of every path that locks the row first and then
     changes an indexed column, and so a deadlock.
     """
-    state = _state()
-    missing = [pk for pk in pks if (Rank.JOB, pk) not in state.held]
-    if missing:
-        raise LockOrderViolation(f"update of job rows {missing} that this transaction has not locked")
     from judging.models import JudgeJob
 
-    return JudgeJob.objects.filter(pk__in=list(pks)).update(**values)
+    keys = sorted(set(pks))
+    _require_held([(Rank.JOB, pk) for pk in keys])
+    if not keys:
+        return 0
+    quote = connection.ops.quote_name
+    pairs = _prepared(JudgeJob, values)
+    sets = [f"{column} = %s" for column, _ in pairs]
+    sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
+    shape = _shape(JudgeJob)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {shape.table} SET {', '.join(sets)} WHERE {shape.pk_column} IN"
+                       f" ({', '.join(['%s'] * len(keys))})", [value for _, value in pairs] + keys)
+        return cursor.rowcount
+
+
+def save_locked(row, fields) -> None:
+    """Write `fields` of a job or submission this transaction has locked: `save(update_fields=…)`
+    as one plain UPDATE by primary key (auto-now fields take the time, as in `save`)."""
+    from judging.models import SUBMISSION_MODELS, JudgeJob
+
+    if isinstance(row, JudgeJob):
+        key = (Rank.JOB, row.pk)
+    else:
+        [kind] = [k for k, model in SUBMISSION_MODELS.items() if isinstance(row, model)]
+        key = (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))
+    _require_held([key])
+    model = type(row)
+    values = {name: model._meta.get_field(name).pre_save(row, False) for name in fields}
+    pairs = _prepared(model, values)
+    shape = _shape(model)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {shape.table} SET {', '.join(f'{c} = %s' for c, _ in pairs)}"
+                       f" WHERE {shape.pk_column} = %s", [value for _, value in pairs] + [row.pk])
 
 
 # --- settlement events and derived rows ----------------------------------------------------------

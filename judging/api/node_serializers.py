@@ -1,5 +1,7 @@
 """Request and response shapes of the node API (API.md, "Node API")."""
 
+import re
+
 from rest_framework import serializers
 
 from judging.models import JobPhase, Verdict
@@ -186,6 +188,66 @@ class ResultIn(serializers.Serializer):
         if data["outcome"] == "INFRA_ERROR" and not data.get("error"):
             raise serializers.ValidationError({"error": ["required for an INFRA_ERROR outcome"]})
         return data
+
+
+_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")  # what DRF's CharField refuses in any string
+_RESULT_KEYS = {"leaseEpoch", "outcome", "verdict", "score", "timeMs", "memoryKb", "compileOutput", "cases",
+                "checks", "error", "message", "claim"}
+_CASE_KEYS = {"ordinal", "verdict", "timeMs", "memoryKb", "score"}
+
+
+def _whole(value, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _text(value) -> bool:
+    return type(value) is str and _UNSAFE_TEXT.search(value) is None
+
+
+def result_in_fast(data) -> dict | None:
+    """`ResultIn`'s validated data for a plainly well-formed result, or None to let `ResultIn`
+    decide (and word any error). One result is posted per job, and building the DRF
+    serializer costs more than the rest of the request's parsing; this accepts only what
+    `ResultIn` accepts unchanged, which a test checks against it on generated bodies."""
+    if type(data) is not dict or not _RESULT_KEYS.issuperset(data):
+        return None
+    out = {"leaseEpoch": data.get("leaseEpoch"), "outcome": data.get("outcome"), "timeMs": data.get("timeMs", 0),
+           "memoryKb": data.get("memoryKb", 0), "compileOutput": data.get("compileOutput", ""),
+           "error": data.get("error", ""), "message": data.get("message", ""), "checks": []}
+    if not (_whole(out["leaseEpoch"], 0, 2**31) and out["outcome"] in OUTCOMES and type(out["outcome"]) is str
+            and _whole(out["timeMs"], 0, 2**31) and _whole(out["memoryKb"], 0, 2**31)
+            and _text(out["compileOutput"]) and _text(out["message"]) and _text(out["error"])
+            and len(out["error"]) <= 64 and out["error"] == out["error"].strip()
+            and ("error" not in data or out["error"]) and data.get("checks", []) == []):
+        return None
+    if "verdict" in data:
+        if type(data["verdict"]) is not str or data["verdict"] not in Verdict.values:
+            return None
+        out["verdict"] = data["verdict"]
+    if "score" in data:
+        if not _whole(data["score"], 0, 100):
+            return None
+        out["score"] = data["score"]
+    cases = data.get("cases", [])
+    if type(cases) is not list or len(cases) > 100000:
+        return None
+    for case in cases:
+        if not (type(case) is dict and case.keys() == _CASE_KEYS and _whole(case["ordinal"], 1, 100000)
+                and type(case["verdict"]) is str and case["verdict"] in Verdict.values
+                and _whole(case["timeMs"], 0, 2**31) and _whole(case["memoryKb"], 0, 2**31)
+                and _whole(case["score"], 0, 100)):
+            return None
+    out["cases"] = [dict(case) for case in cases]
+    if "claim" in data:
+        claim = data["claim"]
+        if not (type(claim) is dict and claim.keys() == {"freeSlots"} and _whole(claim["freeSlots"], 0, MAX_SLOTS)):
+            return None
+        out["claim"] = {"freeSlots": claim["freeSlots"]}
+    if out["outcome"] == "JUDGED" and not ("verdict" in out and "score" in out):
+        return None
+    if out["outcome"] == "INFRA_ERROR" and not out["error"]:
+        return None
+    return out
 
 
 class ResultOut(serializers.Serializer):

@@ -60,7 +60,7 @@ def serve_result(*, authorization: str, session_header, job_id: int, body: bytes
     database pool thread (or the request thread of the DRF view)."""
     try:
         auth, session = authenticate_cached(authorization, session_header)
-        data = bare.parse_json(body, s.ResultIn)
+        data = bare.parse_json(body, s.ResultIn, fast=s.result_in_fast)
         identity = auth.identity(session)
         status = job_settle(identity=identity, request=_settle_request(job_id, data), now=timezone.now())
         if "claim" not in data:

@@ -4,7 +4,6 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import F
 
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
@@ -115,8 +114,7 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         session_epoch=node.session_epoch, lease_until=now + lease_ttl(), started_at=now,
         progress_phase="", progress_testcase=None, wait_reason="", error="",
     )
-    update_locked_jobs([job.pk for job in jobs], lease_epoch=F("lease_epoch") + 1, attempts=F("attempts") + 1,
-                       **lease)
+    update_locked_jobs([job.pk for job in jobs], increment=("lease_epoch", "attempts"), **lease)
     # The rows are locked, so what was read plus what was written is what is committed.
     for job in jobs:
         for name, value in lease.items():

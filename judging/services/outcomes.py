@@ -8,6 +8,7 @@ import logging
 
 from django.conf import settings
 
+from judging.locking import save_locked
 from judging.models import JobKind, JobState, SettlementEvent
 from judging.timing import retry_backoff
 
@@ -69,7 +70,7 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
     job.error = error
     job.error_message = message[:2000]
     _clear_lease(job)
-    job.save(update_fields=[
+    save_locked(job, [
         "state", "available_at", "attempts", "error", "error_message", "node_id", "host_group_id",
         "session_epoch", "lease_until", "progress_phase", "progress_testcase",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
@@ -94,7 +95,7 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
     job.error = error
     job.error_message = message[:2000]
     job.lease_until = None
-    job.save(update_fields=[
+    save_locked(job, [
         "state", "finished_at", "error", "error_message", "lease_until",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])
@@ -108,7 +109,7 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
         submission.compile_output = ""
         submission.judged_generation = job.generation
         submission.judged_at = now
-        submission.save(update_fields=["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
+        save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
                                        "judged_generation", "judged_at"])
         write_events(job, submission, now=now)
     if job.kind == JobKind.DIAGNOSTIC:
@@ -134,5 +135,5 @@ def cancel(job, *, now, reason: str) -> None:
     job.finished_at = now
     job.error = reason
     job.lease_until = None
-    job.save(update_fields=["state", "finished_at", "error", "lease_until", "updated_at"])
+    save_locked(job, ["state", "finished_at", "error", "lease_until", "updated_at"])
     logger.info("job cancelled", extra={"job": job.pk, "lease": job.lease_epoch, "reason": reason})

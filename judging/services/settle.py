@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_job, lock_node, lock_submission
+from judging.locking import lock_job, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
 from judging.services import outcomes
 from judging.wakeups import publish_after_commit
@@ -172,7 +172,7 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     job.result_digest = digest
     job.error = ""
     job.error_message = ""
-    job.save(update_fields=[
+    save_locked(job, [
         "state", "finished_at", "result", "result_digest", "error", "error_message",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])
@@ -189,6 +189,6 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     submission.compile_output = result["compileOutput"]
     submission.judged_generation = job.generation
     submission.judged_at = now
-    submission.save(update_fields=["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
+    save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
                                    "judged_generation", "judged_at"])
     outcomes.write_events(job, submission, now=now)

@@ -93,3 +93,35 @@ def test_job_rows_are_updated_only_after_they_are_locked(rows):
     with transaction.atomic():
         lock_job(submission.current_judge_job_id)
         assert update_locked_jobs([submission.current_judge_job_id], error="x") == 1
+
+
+def test_locked_rows_are_written_as_save_would_and_only_once_locked(rows):
+    from judging.locking import save_locked, update_locked_jobs
+    from judging.models import JudgeJob, Submission
+
+    _, submission = rows
+    job_id = submission.current_judge_job_id
+    with pytest.raises(LockOrderViolation, match="has not locked"):
+        with transaction.atomic():
+            submission.verdict = "WA"
+            save_locked(submission, ["verdict"])
+    with transaction.atomic():
+        locked = lock_submission("ALGO", submission.pk)
+        job = lock_job(job_id)
+        before = job.updated_at
+        locked.verdict, locked.cases = "WA", [{"ordinal": 1, "verdict": "WA"}]
+        save_locked(locked, ["verdict", "cases"])
+        job.error, job.result = "boom", {"outcome": "JUDGED"}
+        save_locked(job, ["error", "result", "updated_at"])
+        assert update_locked_jobs([job_id], increment=("attempts",), wait_reason="x") == 1
+        assert update_locked_jobs([]) == 0
+    stored = Submission.objects.get(pk=submission.pk)
+    assert (stored.verdict, stored.cases) == ("WA", [{"ordinal": 1, "verdict": "WA"}])
+    job = JudgeJob.objects.get(pk=job_id)
+    assert (job.error, job.result, job.attempts, job.wait_reason) == ("boom", {"outcome": "JUDGED"}, 1, "x")
+    assert job.updated_at > before, "auto-now fields take the time, as in save()"
+
+
+def test_locking_nothing_locks_nothing(rows):
+    with transaction.atomic():
+        assert lock_jobs([]) == {}
