@@ -63,14 +63,18 @@ def _state() -> _TransactionLocks:
     return state
 
 
-def _acquire(rank: Rank, keys) -> list:
-    """Record the acquisition of `keys` at `rank`; return the keys not yet held, sorted."""
+def _acquire(rank: Rank, keys, *, waits: bool = True) -> list:
+    """Record the acquisition of `keys` at `rank`; return the keys not yet held, sorted.
+
+    An acquisition that never waits (SKIP LOCKED) cannot close a deadlock cycle, so its
+    order is not checked; what it took still counts as held for the locks that follow.
+    """
     state = _state()
     fresh = sorted({k for k in keys if (rank, k) not in state.held})
     if not fresh:
         return fresh
     first = (int(rank), fresh[0])
-    if state.last is not None and first <= state.last:
+    if waits and state.last is not None and first <= state.last:
         held_rank = Rank(state.last[0]).name
         message = (
             f"lock order violation: {rank.name} {fresh[0]!r} requested after {held_rank} {state.last[1]!r} "
@@ -215,9 +219,9 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     jobs = shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {where}"
                       f" ORDER BY available_at, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
-    # The database chose the rows; record them (ascending) so a later lower-ranked lock
-    # in this transaction is still caught.
-    _acquire(Rank.JOB, [job.pk for job in jobs])
+    # The database chose the rows; record them so a later lower-ranked lock in this
+    # transaction is still caught.
+    _acquire(Rank.JOB, [job.pk for job in jobs], waits=False)
     return jobs
 
 

@@ -138,7 +138,7 @@ class PoolWaiters:
     def node_changed(self, node_id: int) -> None:
         from nodes.auth import auth_cache
 
-        auth_cache.drop_node(node_id)
+        auth_cache.drop_where(lambda auth: auth.node_id == node_id)
         for state in self.pools.values():
             waiter = state.waiters.get(node_id)
             if waiter is not None:

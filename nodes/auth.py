@@ -12,15 +12,13 @@ every process and makes the node's waiting claim re-read who it is.
 """
 
 import hmac
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from judging.identity import NodeIdentity, credential_digest
+from kece.caches import BoundedCache
 from kece.errors import SessionSuperseded, Unauthenticated
 from nodes.models import JudgeNode
 
@@ -62,40 +60,7 @@ def node_for_digest(digest: str):
     return node
 
 
-class _AuthCache:
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._entries: "OrderedDict[str, tuple[float, NodeAuth]]" = OrderedDict()
-
-    def get(self, digest: str) -> NodeAuth | None:
-        with self._lock:
-            entry = self._entries.get(digest)
-            if entry is None or entry[0] < time.monotonic():
-                return None
-            return entry[1]
-
-    def put(self, digest: str, auth: NodeAuth) -> None:
-        with self._lock:
-            self._entries[digest] = (time.monotonic() + AUTH_CACHE_SECONDS, auth)
-            self._entries.move_to_end(digest)
-            while len(self._entries) > AUTH_CACHE_SIZE:
-                self._entries.popitem(last=False)
-
-    def drop(self, digest: str) -> None:
-        with self._lock:
-            self._entries.pop(digest, None)
-
-    def drop_node(self, node_id: int) -> None:
-        with self._lock:
-            for digest in [d for d, (_, auth) in self._entries.items() if auth.node_id == node_id]:
-                del self._entries[digest]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-auth_cache = _AuthCache()
+auth_cache = BoundedCache(AUTH_CACHE_SIZE, ttl_seconds=AUTH_CACHE_SECONDS)
 
 
 def lookup_for_waiting(digest: str, *, fresh: bool = False) -> NodeAuth | None:

@@ -21,7 +21,8 @@ from judging.api import bare
 from judging.api import node_serializers as s
 from judging.api.claim import claim_payload
 from judging.api.node import SESSION_PARAMETER, TAGS
-from judging.services.settle import CaseResult, SettleRequest, job_settle
+from judging.selectors import job_payload
+from judging.services.settle import CaseResult, SettleRequest, job_settle, job_settle_and_claim
 from judging.waiting import run_db
 from kece.api import ContractView
 from kece.errors import DomainError, Unavailable
@@ -42,17 +43,24 @@ def _settle_request(job_id: int, data: dict) -> SettleRequest:
     )
 
 
-def _next_claim(identity, auth, free_slots: int) -> dict:
-    """The claim carried on a result post: no waiting, and the accepted result stands
-    whatever happens to it (a node revoked in between just gets no jobs)."""
+def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int) -> dict:
+    """Settle and lease the carried claim in one transaction. Whatever happens to the
+    claim, an accepted result stands (a node moved to another host group meanwhile
+    claims on its own, without waiting)."""
+    now = timezone.now()
     if free_slots == 0:
-        return {"jobs": [], "desiredState": auth.desired_state}
+        return {"status": job_settle(identity=identity, request=request, now=now), "jobs": [],
+                "desiredState": auth.desired_state}
+    status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots)
+    if claim is not None:
+        return {"status": status, "jobs": [job_payload(job, now=now) for job in claim.jobs],
+                "desiredState": claim.desired_state}
     try:
         jobs, desired_state, _reason = claim_payload(identity, free_slots)
     except DomainError as error:
         logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
-        return {"jobs": [], "desiredState": auth.desired_state}
-    return {"jobs": jobs, "desiredState": desired_state}
+        return {"status": status, "jobs": [], "desiredState": auth.desired_state}
+    return {"status": status, "jobs": jobs, "desiredState": desired_state}
 
 
 def serve_result(*, authorization: str, session_header, job_id: int, body: bytes) -> tuple[int, dict]:
@@ -62,10 +70,10 @@ def serve_result(*, authorization: str, session_header, job_id: int, body: bytes
         auth, session = authenticate_cached(authorization, session_header)
         data = bare.parse_json(body, s.ResultIn, fast=s.result_in_fast)
         identity = auth.identity(session)
-        status = job_settle(identity=identity, request=_settle_request(job_id, data), now=timezone.now())
-        if "claim" not in data:
-            return 200, {"status": status}
-        return 200, {"status": status, **_next_claim(identity, auth, data["claim"]["freeSlots"])}
+        request = _settle_request(job_id, data)
+        if "claim" in data:
+            return 200, _settled_with_claim(identity, auth, request, data["claim"]["freeSlots"])
+        return 200, {"status": job_settle(identity=identity, request=request, now=timezone.now())}
     except DomainError as error:
         return error.status, error.envelope()
     except Exception:

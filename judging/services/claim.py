@@ -8,6 +8,7 @@ from django.db import connection, transaction
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
 from judging.models import JobState
+from judging.services import job_meta
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
 from nodes.checks import may_take_judge_jobs
@@ -54,6 +55,11 @@ def _running_counts(node, group) -> tuple[int, int]:
     return node_running or 0, group_running or 0
 
 
+def node_host_group_id(node_id: int) -> int | None:
+    """A node's host group, read without locks (the claim re-checks it under them)."""
+    return JudgeNode.objects.filter(pk=node_id).values_list("host_group_id", flat=True).first()
+
+
 def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     """Lease up to `free_slots` jobs to the node.
 
@@ -71,7 +77,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     group_id = identity.host_group_id
     for _ in range(3):
         if group_id is None:
-            group_id = JudgeNode.objects.filter(pk=identity.node_id).values_list("host_group_id", flat=True).first()
+            group_id = node_host_group_id(identity.node_id)
         if group_id is None:
             raise Unauthenticated("The node credential is unknown or revoked.")
         with transaction.atomic(durable=True):
@@ -81,11 +87,12 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
                 group_id = None  # moved in between: look again
                 continue
             check_node_identity(node, identity)
-            return _claim_locked(node, group, free_slots=free_slots, now=now)
+            return claim_locked(node, group, free_slots=free_slots, now=now)
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
-def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
+def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
+    """The claim itself, with host group and node locked (exclusively) by the caller."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
         result.reason = "no_free_slots"
@@ -122,6 +129,7 @@ def _claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         job.lease_epoch += 1
         job.attempts += 1
     result.jobs = jobs
+    job_meta.remember(jobs)
     for job in result.jobs:
         logger.info("job leased", extra={"job": job.pk, "lease": job.lease_epoch, "node": node.pk,
                                           "pool": node.pool, "attempt": job.attempts})

@@ -6,12 +6,13 @@ import logging
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_job, lock_node, lock_submission, save_locked
+from judging.locking import lock_host_group, lock_job, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
-from judging.services import outcomes
+from judging.services import job_meta, outcomes
+from judging.services.claim import ClaimResult, claim_locked, node_host_group_id
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 
@@ -83,16 +84,6 @@ def _validate_judged(job, request: SettleRequest) -> None:
         raise Invalid("score must be the sum of the case scores", fields={"score": ["not the sum of the cases"]})
 
 
-def _job_meta(job_id: int) -> dict | None:
-    """What to lock for a job (kind, submission), read without locks: it never changes."""
-    if job_id >= 2**63:
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT kind, submission_type, submission_id FROM judge_job WHERE id = %s", [job_id])
-        row = cursor.fetchone()
-    return None if row is None else dict(zip(("kind", "submission_type", "submission_id"), row))
-
-
 def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     """Apply a node's result; returns settled, duplicate, requeued or failed.
 
@@ -105,44 +96,85 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     5. Write the outcome; a terminal one writes the submission's result and the outbox
        events in this same transaction.
     """
+    status, _ = _settle(identity, request, now=now, claim_slots=0)
+    return status
+
+
+def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
+                         free_slots: int) -> tuple[str, ClaimResult | None]:
+    """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
+    the claim a result post may carry. The host group and the node are locked first and
+    exclusively, as a claim needs them; the rest is `job_settle`'s. A refused result
+    leases nothing. The claim is None (not attempted) if the node's host group is not
+    the one it authenticated with: the caller claims on its own then."""
+    return _settle(identity, request, now=now, claim_slots=free_slots)
+
+
+class _StaleMeta(Exception):
+    """The cached job meta did not match the locked row: read it again."""
+
+
+def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
-    meta = _job_meta(request.job_id)
+    digest = request.digest()
+    try:
+        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=False)
+    except _StaleMeta:
+        job_meta.forget(request.job_id)
+        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=True)
+
+
+def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int, digest: str,
+                 fresh: bool):
+    meta = job_meta.job_meta(request.job_id, fresh=fresh)
     if meta is None:
         raise LeaseLost("No such job for this node.")
-    digest = request.digest()
+    claim = None
+    group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claim_slots else None
     with transaction.atomic(durable=True):
-        # A diagnostic result writes the node's self-check: that needs the node exclusively.
-        node = lock_node(identity.node_id, shared=meta["kind"] != JobKind.DIAGNOSTIC)
+        group = lock_host_group(group_id) if group_id is not None else None
+        # A diagnostic result writes the node's self-check, and a claim counts its slots:
+        # both need the node exclusively.
+        node = lock_node(identity.node_id, shared=group is None and meta.kind != JobKind.DIAGNOSTIC)
         check_node_identity(node, identity)
         submission = None
-        if meta["kind"] == JobKind.JUDGE:
-            submission = lock_submission(meta["submission_type"], meta["submission_id"])
+        if meta.kind == JobKind.JUDGE:
+            submission = lock_submission(meta.submission_type, meta.submission_id)
         job = lock_job(request.job_id)
+        if job is not None and job_meta.meta_of(job) != meta:
+            raise _StaleMeta()
 
-        if job.settled_lease_epoch == request.lease_epoch and job.settled_node_id == node.pk:
-            if job.settled_digest == digest:
-                return "duplicate"
-            raise ResultConflict()
-        if job.state == JobState.CANCELLED or (
-            job.kind == JobKind.JUDGE and (submission is None or submission.current_judge_job_id != job.pk)
-        ):
-            raise Superseded()
-        if (
-            job.state != JobState.RUNNING or job.node_id != node.pk or job.lease_epoch != request.lease_epoch
-            or job.session_epoch != identity.session_epoch or job.lease_until is None or job.lease_until <= now
-        ):
-            raise LeaseLost()
-
-        if request.outcome == JUDGED:
-            _validate_judged(job, request)
-        status = _apply(job, submission, request, now=now, node_id=node.pk, digest=digest)
-        # A slot of this node and host group is free again: a waiting claim that was
-        # refused as full may now take work.
-        publish_after_commit(job.pool)
+        status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
+        if group is not None and node.host_group_id == group.pk:
+            claim = claim_locked(node, group, free_slots=claim_slots, now=now)
+        if status != "duplicate" and not (claim and claim.jobs):
+            # A slot of this node and host group is free again (unless the carried claim
+            # took it back): a waiting claim that was refused as full may now take work.
+            publish_after_commit(job.pool)
     logger.info("result accepted", extra={"job": job.pk, "lease": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
-    return status
+    return status, claim
+
+
+def _check_and_apply(job, node, submission, identity: NodeIdentity, request: SettleRequest, *, now,
+                     digest: str) -> str:
+    if job.settled_lease_epoch == request.lease_epoch and job.settled_node_id == node.pk:
+        if job.settled_digest == digest:
+            return "duplicate"
+        raise ResultConflict()
+    if job.state == JobState.CANCELLED or (
+        job.kind == JobKind.JUDGE and (submission is None or submission.current_judge_job_id != job.pk)
+    ):
+        raise Superseded()
+    if (
+        job.state != JobState.RUNNING or job.node_id != node.pk or job.lease_epoch != request.lease_epoch
+        or job.session_epoch != identity.session_epoch or job.lease_until is None or job.lease_until <= now
+    ):
+        raise LeaseLost()
+    if request.outcome == JUDGED:
+        _validate_judged(job, request)
+    return _apply(job, submission, request, now=now, node_id=node.pk, digest=digest)
 
 
 def _apply(job, submission, request: SettleRequest, *, now, node_id: int, digest: str) -> str:

@@ -200,3 +200,51 @@ def test_a_sql_problem_routes_to_the_mysql_pool_and_db_submission(student):
     assert (job.pool, job.runtime_spec, job.snapshot["sql"]["dialect"]) == ("mysql", "mysql-r1", "mysql")
     with pytest.raises(Invalid):
         submit(student, sql_problem, language="python")
+
+
+def test_a_stale_job_meta_hint_is_read_again_not_trusted(student, problem, node_a):
+    from judging.services import job_meta
+
+    _, identity = node_a
+    other = submit(student, problem)
+    submission = submit(student, problem)
+    [job, _] = claim(identity, free_slots=2)
+    if job.submission_id == other.pk:
+        other, submission = submission, other
+    # Say the hint points the job at another submission (as after a table was restored).
+    job_meta.remember([JudgeJob(pk=job.pk, kind="JUDGE", submission_type="ALGO", submission_id=other.pk)])
+    assert settle(identity, judged(job, verdict="WA")) == "settled"
+    assert Submission.objects.get(pk=submission.pk).verdict == "WA"
+    assert Submission.objects.get(pk=other.pk).verdict is None
+
+
+def test_a_result_carrying_a_claim_takes_older_requeued_work_and_keeps_the_slots(student, problem, node_a):
+    from judging.services.settle import job_settle_and_claim
+
+    node, identity = node_a  # two slots
+    submit(student, problem)
+    submit(student, problem)
+    submit(student, problem)
+    first, second = claim(identity, free_slots=2)
+    assert settle(identity, released(first)) == "requeued"  # the oldest job is queued again
+    [third] = claim(identity)
+    status, carried = job_settle_and_claim(identity=identity, request=judged(second), now=timezone.now(),
+                                           free_slots=2)
+    # The freed slot takes the older job back (a lower id than the one settled: SKIP
+    # LOCKED never waits, so that order is safe); the other slot is still busy.
+    assert status == "settled" and [j.pk for j in carried.jobs] == [first.pk]
+    assert JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING).count() == 2
+    assert third.pk != first.pk
+
+
+def test_a_refused_result_leases_nothing_even_when_it_carries_a_claim(student, problem, node_a):
+    from judging.services.settle import job_settle_and_claim
+
+    node, identity = node_a
+    submit(student, problem)
+    submit(student, problem)
+    [job] = claim(identity)
+    assert settle(identity, judged(job)) == "settled"
+    with pytest.raises(ResultConflict):
+        job_settle_and_claim(identity=identity, request=judged(job, verdict="WA"), now=timezone.now(), free_slots=1)
+    assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 0

@@ -5,7 +5,9 @@ from django.utils import timezone
 
 from judging.identity import NodeIdentity
 from judging.models import JudgeJob
+from judging.services import job_meta
 from judging.services.claim import job_claim
+from judging.services.settle import job_settle_and_claim
 from judging.services.leases import RenewItem, lease_renew
 from nodes.services import AgentReport, HeartbeatReport, node_heartbeat
 from tests.factories import HostGroupFactory, make_node
@@ -45,12 +47,35 @@ def test_a_claim_of_eight_jobs_is_five_statements(student, problem, big_node, dj
         assert {f: getattr(job, f) for f in fields} == {f: getattr(stored, f) for f in fields}
 
 
-def test_settling_a_result_is_seven_statements(student, problem, big_node, django_assert_num_queries):
+def test_settling_a_result_is_six_statements(student, problem, big_node, django_assert_num_queries):
     _, identity = big_node
     submit(student, problem)
     [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
-    with django_assert_num_queries(7 + SAVEPOINT):  # job meta, node, submission, job, job update, result, outbox
+    with django_assert_num_queries(6 + SAVEPOINT):  # node, submission, job, job update, result, outbox
         assert settle(identity, judged(job)) == "settled"
+
+
+def test_settling_a_job_another_process_leased_reads_its_meta_first(student, problem, big_node,
+                                                                      django_assert_num_queries):
+    _, identity = big_node
+    submit(student, problem)
+    [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
+    job_meta.forget_all()
+    with django_assert_num_queries(7 + SAVEPOINT):  # + job meta
+        assert settle(identity, judged(job)) == "settled"
+
+
+def test_a_result_with_its_next_claim_is_ten_statements_in_one_transaction(student, problem, big_node,
+                                                                            django_assert_num_queries):
+    _, identity = big_node
+    submit(student, problem)
+    submit(student, problem)
+    [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
+    # group, node, submission, job, job update, result, outbox, slot counts, SKIP LOCKED pick, lease
+    with django_assert_num_queries(10 + SAVEPOINT):
+        status, claim = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(),
+                                             free_slots=1)
+    assert status == "settled" and len(claim.jobs) == 1 and claim.jobs[0].pk != job.pk
 
 
 def test_renewing_eight_leases_is_ten_statements(student, problem, big_node, django_assert_num_queries):

@@ -22,7 +22,7 @@ from judging.services.claim import job_claim
 from judging.services.events import events_dispatch
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.rejudge import submission_delete, submission_rejudge
-from judging.services.settle import job_settle
+from judging.services.settle import job_settle, job_settle_and_claim
 from kece.errors import LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
 from nodes.models import CheckStatus, DesiredState, JudgeNode
 from nodes.services import AgentReport, HeartbeatReport, node_heartbeat, node_session_open, node_update
@@ -96,7 +96,14 @@ def _node_actor(soak, node, identity_box):
                            else infra_error(job) if roll < 0.95 else released(job))
                 held.pop(job.pk)
                 try:
-                    status = job_settle(identity=identity, request=request, now=timezone.now())
+                    if rng.random() < 0.5:  # the result carries the next claim
+                        status, carried = job_settle_and_claim(identity=identity, request=request,
+                                                               now=timezone.now(), free_slots=rng.randint(1, 2))
+                        for leased in carried.jobs if carried else []:
+                            held[leased.pk] = leased
+                            soak.count("claimed:carried")
+                    else:
+                        status = job_settle(identity=identity, request=request, now=timezone.now())
                 except (LeaseLost, Superseded, ResultConflict) as exc:
                     soak.count(f"settle:{exc.code}")
                     continue
@@ -144,6 +151,22 @@ def _admin_step(soak, nodes):
     return step
 
 
+def _slot_watch(soak, nodes, groups):
+    """Every committed state keeps each node and host group within its slots (expired but
+    unreaped leases included), whichever way the jobs were claimed."""
+    node_slots = {n.pk: n.max_slots for n in nodes}
+    group_slots = {g.pk: g.total_slots for g in groups}
+
+    def step(rng):
+        rows = list(JudgeJob.objects.filter(state=JobState.RUNNING).values_list("node_id", "host_group_id"))
+        for node_id, count in collections.Counter(n for n, _ in rows).items():
+            assert count <= node_slots[node_id], f"node {node_id} holds {count} leases"
+        for group_id, count in collections.Counter(g for _, g in rows).items():
+            assert count <= group_slots[group_id], f"host group {group_id} holds {count} leases"
+        soak.count("slots_checked")
+    return step
+
+
 def _check_invariants(soak):
     jobs = list(JudgeJob.objects.all())
     by_generation = collections.Counter((j.submission_type, j.submission_id, j.generation) for j in jobs)
@@ -185,8 +208,10 @@ def test_randomised_soak_keeps_every_invariant(settings):
     student = UserFactory()
     problems = [make_problem(languages=("python",)), make_problem(languages=("cpp",)), make_problem(kind="SQL")]
     nodes, boxes = [], []
+    # Two python nodes share a host group whose 5 slots are fewer than their 3 + 3.
+    groups = [HostGroupFactory(total_slots=5) for _ in range(3)]
     for pool, group in (("python", 0), ("python", 0), ("python", 1), ("cpp", 1), ("mysql", 2)):
-        node, identity = make_node(pool=pool, max_slots=3, host_group=HostGroupFactory(total_slots=5))
+        node, identity = make_node(pool=pool, max_slots=3, host_group=groups[group])
         JudgeNode.objects.filter(pk=node.pk).update(self_check_status=CheckStatus.PASSED, self_check_revision=1,
                                                    self_check_runtime_spec=node.runtime_spec,
                                                    self_check_agent_version=node.agent_version)
@@ -205,6 +230,7 @@ def test_randomised_soak_keeps_every_invariant(settings):
     threads.append(soak.actor("reaper", lambda rng: jobs_reap_expired(now=timezone.now()), (0.2, 0.3)))
     threads.append(soak.actor("dispatcher", lambda rng: events_dispatch(now=timezone.now()), (0.1, 0.2)))
     threads.append(soak.actor("admin", _admin_step(soak, nodes), (0.05, 0.15)))
+    threads.append(soak.actor("slots", _slot_watch(soak, nodes, groups), (0.05, 0.1)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -223,5 +249,6 @@ def test_randomised_soak_keeps_every_invariant(settings):
     assert set(SettlementEvent.objects.values_list("state", flat=True)) <= {EventState.DONE}
     print("soak counts:", dict(sorted(soak.counts.items())))
     for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
-                   "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate"):
+                   "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
+                   "slots_checked"):
         assert soak.counts[needed] > 0, f"the soak never exercised {needed}"
