@@ -99,24 +99,38 @@ def _backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(2 ** attempts, 600))
 
 
+def _recompute_key(event_type: str, payload: dict) -> tuple:
+    """What a handler recomputes: the rows it derives depend on these fields only."""
+    return (event_type.split(".", 1)[0], payload.get("userId"), payload.get("problemId"),
+            payload.get("submissionType"), payload.get("practiceId"))
+
+
 def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
+    """Apply due events, oldest first. Handlers recompute from committed rows, so of the due
+    events that recompute the same thing (a student resubmitting during a burst) only the
+    first runs its handler: it ran after all of them were committed. The others are
+    marked done."""
     report = DispatchReport()
     due = list(
         SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at", "id").values_list("id", flat=True)[:batch]
+        .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload")[:batch]
     )
-    for event_id in due:
+    recomputed = set()
+    for event_id, event_type, payload in due:
+        key = _recompute_key(event_type, payload or {})
         try:
             with transaction.atomic(durable=True):
                 event = lock_due_event(event_id)
                 if event is None or event.state != EventState.PENDING:
                     continue  # another dispatcher has it, or already applied it
-                handler_for(event.event_type)(event.payload)
+                if key not in recomputed:
+                    handler_for(event.event_type)(event.payload)
                 event.state = EventState.DONE
                 event.attempts += 1
                 event.applied_at = now
                 event.last_error = ""
                 event.save(update_fields=["state", "attempts", "applied_at", "last_error"])
+            recomputed.add(key)
             report.applied.append(event_id)
         except Exception as exc:  # a handler bug or a database hiccup: retry later
             _record_failure(event_id, exc, now=now, report=report)

@@ -36,6 +36,25 @@ def test_first_accepted_is_recorded_once_however_often_events_replay(student, pr
 
 
 @pytest.mark.django_db
+def test_due_events_that_recompute_the_same_rows_run_their_handler_once(student, problem, node_a, monkeypatch):
+    _, identity = node_a
+    other = UserFactory()
+    for user, verdict in ((student, "WA"), (student, "AC"), (other, "WA"), (student, "WA")):
+        submit(user, problem)
+        _judge(identity, verdict)
+    runs = []
+    real = events.HANDLERS["problem_stats"]
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", lambda payload: (runs.append(payload["userId"]),
+                                                                          real(payload)))
+    assert len(events_dispatch(now=timezone.now()).applied) == 4
+    assert sorted(runs) == sorted([student.pk, other.pk]), "one recompute per student and problem"
+    assert SettlementEvent.objects.exclude(state=EventState.DONE).count() == 0
+    result = ProblemResult.objects.get(user=student, problem=problem)
+    assert (result.best_score, result.best_verdict, result.attempts) == (100, "AC", 3)
+    assert ProblemResult.objects.get(user=other, problem=problem).best_verdict == "WA"
+
+
+@pytest.mark.django_db
 def test_a_rejudge_that_turns_the_only_ac_into_wa_revokes_first_accepted(student, problem, node_a):
     _, identity = node_a
     submission = submit(student, problem)
