@@ -5,7 +5,9 @@
 The simulated judge only sleeps. Prints:
   1. submit → claim latency p50/p95 with 50 waiting nodes (target: p95 under 50 ms);
   2. end-to-end jobs/s for a 300-job burst on 16 slots with a 200 ms judge, and that
-     burst's makespan divided by the ideal (jobs × judge time ÷ slots) (target: within 5 %);
+     burst's makespan divided by the ideal (jobs × judge time ÷ slots) (target: within 5 %),
+     the median of three bursts. Like the agent, a simulated node carries its next claim on
+     each result post; the burst is submitted by 60 students from a process of its own;
   3. database statements per second while 50 and while 200 nodes wait on an empty queue
      (target: bounded by the pools, not the number of nodes), counted for the server's own
      MariaDB user so that nothing else on the database is included.
@@ -219,9 +221,12 @@ def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out)
 
     users = list(get_user_model().objects.filter(pk__in=user_ids))
     problem = Problem.objects.get(pk=problem_id)
+    submit_one(users[0], problem)  # warm: imports, connection, first statements
     out.put("ready")
     go.wait()
-    out.put([submit_one(users[i % len(users)], problem) for i in range(count)])
+    started = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+    job_ids = [submit_one(users[i % len(users)], problem) for i in range(count)]
+    out.put((started, job_ids, time.perf_counter() - started))
 
 
 async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_seconds, server_pid):
@@ -237,9 +242,8 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
         await asyncio.sleep(1.5)  # every node is waiting
         cpu_before = cpu_seconds(server_pid)
-        start = time.perf_counter()
         go.set()
-        job_ids = await asyncio.to_thread(out.get, True, 120)
+        start, job_ids, _submit_seconds = await asyncio.to_thread(out.get, True, 120)
         while len([j for j in job_ids if j in done]) < jobs:
             await asyncio.sleep(0.01)
         return max(done[j] for j in job_ids) - start, (cpu_seconds(server_pid) - cpu_before) / jobs
@@ -318,7 +322,9 @@ def main():
         idle_200 = asyncio.run(idle(base, 200, idle_seconds))
         lat = asyncio.run(latency(base, user, problem, 20 if args.quick else 100))
         ideal = 300 * 0.2 / 16
-        makespan, server_cpu_per_job = asyncio.run(burst(base, students, problem, 300, 4, 4, 0.2, server.process.pid))
+        bursts = [asyncio.run(burst(base, students, problem, 300, 4, 4, 0.2, server.process.pid))
+                  for _ in range(1 if args.quick else 3)]
+        makespan, server_cpu_per_job = sorted(bursts)[len(bursts) // 2]  # the median burst
 
     ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
     print("dispatch benchmark: uvicorn (1 process) + Celery worker/beat + MariaDB + Redis, simulated nodes over HTTP")
@@ -327,6 +333,7 @@ def main():
     print(f"  300-job burst, 16 slots (4 nodes x 4), 200 ms judge: {300 / makespan:.1f} jobs/s end to end;"
           f" makespan {makespan:.2f} s, ideal {ideal:.2f} s, ratio {makespan / ideal:.3f}"
           f"  (target <= 1.05: {'met' if makespan / ideal <= 1.05 else 'NOT met'})")
+    print(f"    median of {len(bursts)} bursts; their ratios: {', '.join(f'{m / ideal:.3f}' for m, _ in bursts)}")
     print(f"    server CPU per job (its claim share, result post, wake-ups): {server_cpu_per_job * 1000:.1f} ms;"
           f" at 16 slots x 5 jobs/s that is {server_cpu_per_job * 80:.2f} of a core for the one web process"
           f" ({os.cpu_count()} cores here, shared with MariaDB, the worker and the simulated nodes)")
