@@ -16,11 +16,13 @@ class Command(BaseCommand):
         parser.add_argument("--pools", default="", help="comma-separated pools (default: every pool available here)")
         parser.add_argument("--judge-mysql-url", default=os.environ.get("JUDGE_MYSQL_URL", "mysql://root:@127.0.0.1:3306/"))
         parser.add_argument("--no-wait", action="store_true", help="exit once every sample has its verdict")
+        parser.add_argument("--state-dir", default=str(Path(settings.BASE_DIR) / "var" / "demo"),
+                            help="logs, certificates and agent workspaces (default: var/demo)")
 
-    def handle(self, *args, port, pools, judge_mysql_url, no_wait, **options):
+    def handle(self, *args, port, pools, judge_mysql_url, no_wait, state_dir, **options):
         if settings.DATABASE_VENDOR != "sqlite" or settings.REDIS_URL:
             raise CommandError("the demo runs on the embedded default: unset DATABASE_URL and REDIS_URL")
-        state = Path(settings.BASE_DIR) / "var" / "demo"
+        state = Path(state_dir)
         state.mkdir(parents=True, exist_ok=True)
         demo = Demo(port=port, state_dir=state, judge_mysql_url=judge_mysql_url,
                     pools=[p for p in pools.split(",") if p] or None)
