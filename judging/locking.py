@@ -216,7 +216,11 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     if limit <= 0:
         return []
     shape = _shape(JudgeJob)
-    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    features = connection.features
+    # Without SKIP LOCKED (an older server) claimers wait for each other instead: slower,
+    # never wrong. Without row locks at all (SQLite) the write transaction excludes them.
+    lock = (" FOR UPDATE SKIP LOCKED" if features.has_select_for_update_skip_locked
+            else " FOR UPDATE" if features.has_select_for_update else "")
     jobs = shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {where}"
                       f" ORDER BY available_at, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
     # The database chose the rows; record them so a later lower-ranked lock in this

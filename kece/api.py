@@ -3,6 +3,7 @@
 from datetime import timezone as dt_timezone
 
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
@@ -20,10 +21,20 @@ def check_body_size(request) -> None:
         raise TooLarge(f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
 
 
+class ContractJSONParser(JSONParser):
+    """DRF's parser, with JSON nested deeper than Python can parse answered as malformed."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None
+
+
 class ContractView(APIView):
     """One operation per view; JSON in, JSON out; errors as {"error", "detail"}."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [ContractJSONParser]
     renderer_classes = [JSONRenderer]
 
     def initial(self, request, *args, **kwargs):

@@ -31,6 +31,8 @@ def parse_json(body: bytes, serializer_class, fast=None) -> dict:
         data = json.loads(body.decode("utf-8") or "null")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Invalid(f"Malformed JSON: {exc}") from exc
+    except RecursionError:
+        raise Invalid("Malformed JSON: nested too deeply") from None
     if fast is not None:
         validated = fast(data)
         if validated is not None:
@@ -90,11 +92,11 @@ async def _wait_for_disconnect(receive):
             return
 
 
-async def send_json(send, status: int, payload: dict):
+async def send_json(send, status: int, payload: dict, headers=()):
     body = json.dumps(payload, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in extra_headers(status)]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    pairs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    pairs += [(k.lower().encode(), v.encode()) for k, v in [*extra_headers(status), *headers]]
+    await send({"type": "http.response.start", "status": status, "headers": pairs})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -106,7 +108,7 @@ async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
     """
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     if scope["method"] != "POST":
-        return await send_json(send, 405, {"error": "method_not_allowed", "detail": "Use POST."})
+        return await send_json(send, 405, {"error": "method_not_allowed", "detail": "Use POST."}, [("Allow", "POST")])
     try:
         body = await _read_body(receive)
     except TooLarge as error:

@@ -48,9 +48,6 @@ def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int)
     claim, an accepted result stands (a node moved to another host group meanwhile
     claims on its own, without waiting)."""
     now = timezone.now()
-    if free_slots == 0:
-        return {"status": job_settle(identity=identity, request=request, now=now), "jobs": [],
-                "desiredState": auth.desired_state}
     status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots)
     if claim is not None:
         return {"status": status, "jobs": [job_payload(job, now=now) for job in claim.jobs],

@@ -22,21 +22,25 @@ class ClaimResult:
     jobs: list = field(default_factory=list)
     desired_state: str = ""
     # Why nothing was leased, for logs and tests: "", "no_free_slots", "stale_heartbeat",
-    # "node_full", "group_full", "not_enabled", "empty".
+    # "node_full", "group_full", "not_enabled", "not_ready", "empty", "not_after_this_result".
     reason: str = ""
 
 
-def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
+def _claimable(node, *, now, judge_jobs_allowed: bool, passing_over: int | None) -> tuple[str, list]:
     """The node's due jobs (the `judge_job_claim` index: pool, state, available_at, id):
     its pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic
-    jobs) when it may not judge."""
+    jobs) when it may not judge. `passing_over`: a job this transaction just requeued."""
     where = "pool = %s AND state = %s AND available_at <= %s AND runtime_spec = %s"
     params = [node.pool, JobState.QUEUED, connection.ops.adapt_datetimefield_value(now), node.runtime_spec]
     if judge_jobs_allowed:
         where += " AND (bound_node_id IS NULL OR bound_node_id = %s)"
     else:
         where += " AND bound_node_id = %s"
-    return where, [*params, node.pk]
+    params.append(node.pk)
+    if passing_over is not None:
+        where += " AND id <> %s"
+        params.append(passing_over)
+    return where, params
 
 
 _RUNNING_COUNTS = (
@@ -91,7 +95,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
-def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
+def claim_locked(node, group, *, free_slots: int, now, passing_over: int | None = None) -> ClaimResult:
     """The claim itself, with host group and node locked (exclusively) by the caller."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
@@ -112,7 +116,8 @@ def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         result.reason = "node_full" if node_headroom <= 0 else "group_full"
         return result
 
-    jobs = claim_queued_jobs(*_claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed), limit=n)
+    where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed, passing_over=passing_over)
+    jobs = claim_queued_jobs(where, params, limit=n)
     if not jobs:
         result.reason = "empty" if judge_jobs_allowed else "not_ready"
         return result

@@ -96,7 +96,7 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     5. Write the outcome; a terminal one writes the submission's result and the outbox
        events in this same transaction.
     """
-    status, _ = _settle(identity, request, now=now, claim_slots=0)
+    status, _ = _settle(identity, request, now=now, claim_slots=None)
     return status
 
 
@@ -104,9 +104,14 @@ def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
                          free_slots: int) -> tuple[str, ClaimResult | None]:
     """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
     the claim a result post may carry. The host group and the node are locked first and
-    exclusively, as a claim needs them; the rest is `job_settle`'s. A refused result
-    leases nothing. The claim is None (not attempted) if the node's host group is not
-    the one it authenticated with: the caller claims on its own then."""
+    exclusively, as a claim needs them; the rest is `job_settle`'s.
+
+    A refused result leases nothing. Neither does a RELEASED one (the node is giving work
+    back) nor a diagnostic one (its verdict may have just changed whether the node may
+    judge): their claim is empty, and the node's long-poll claim takes the slot. The
+    settled job itself is never handed back. The claim is None (not attempted) only if
+    the node's host group is not the one it authenticated with: the caller claims on its
+    own then."""
     return _settle(identity, request, now=now, claim_slots=free_slots)
 
 
@@ -114,7 +119,7 @@ class _StaleMeta(Exception):
     """The cached job meta did not match the locked row: read it again."""
 
 
-def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int):
+def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
     digest = request.digest()
@@ -125,13 +130,13 @@ def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots:
         return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=True)
 
 
-def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int, digest: str,
+def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, digest: str,
                  fresh: bool):
     meta = job_meta.job_meta(request.job_id, fresh=fresh)
     if meta is None:
         raise LeaseLost("No such job for this node.")
-    claim = None
-    group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claim_slots else None
+    claims = bool(claim_slots) and meta.kind == JobKind.JUDGE and request.outcome != RELEASED
+    group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claims else None
     with transaction.atomic(durable=True):
         group = lock_host_group(group_id) if group_id is not None else None
         # A diagnostic result writes the node's self-check, and a claim counts its slots:
@@ -142,12 +147,17 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
         if meta.kind == JobKind.JUDGE:
             submission = lock_submission(meta.submission_type, meta.submission_id)
         job = lock_job(request.job_id)
-        if job is not None and job_meta.meta_of(job) != meta:
+        if job is None:
+            raise LeaseLost("No such job for this node.")
+        if job_meta.meta_of(job) != meta:
             raise _StaleMeta()
 
         status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
-        if group is not None and node.host_group_id == group.pk:
-            claim = claim_locked(node, group, free_slots=claim_slots, now=now)
+        claim = None if claim_slots is None else ClaimResult(desired_state=node.desired_state, reason="not_after_this_result")
+        if group is not None and node.host_group_id != group.pk:
+            claim = None  # moved to another host group meanwhile: the caller claims on its own
+        elif group is not None:
+            claim = claim_locked(node, group, free_slots=claim_slots, now=now, passing_over=job.pk)
         if status != "duplicate" and not (claim and claim.jobs):
             # A slot of this node and host group is free again (unless the carried claim
             # took it back): a waiting claim that was refused as full may now take work.

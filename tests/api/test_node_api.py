@@ -247,3 +247,22 @@ def test_a_carried_claim_gives_a_draining_node_no_work(server):
     JudgeNode.objects.filter(pk=node.pk).update(desired_state="DRAINING")
     body = agent.result(job["jobId"], _judged_body(job, claim={"freeSlots": 1})).json()
     assert body == {"status": "settled", "jobs": [], "desiredState": "DRAINING"}
+
+
+def test_json_nested_too_deeply_is_malformed_not_a_server_error(server):
+    node, _ = make_node(pool="python")
+    agent = client_for(server, node)
+    deep = "[" * 100_000 + "]" * 100_000
+    for path in ("jobs/1/result", "jobs/claim", "heartbeat"):
+        answer = agent.http.post(server.url + agent.PREFIX + path, data=deep, timeout=30,
+                                 headers=agent._headers({"Content-Type": "application/json"}))
+        assert (answer.status_code, answer.json()["error"]) == (400, "invalid"), path
+
+
+def test_the_hot_calls_answer_other_methods_with_405_and_allow(server):
+    node, _ = make_node(pool="python")
+    agent = client_for(server, node)
+    for path in ("jobs/1/result", "jobs/claim"):
+        answer = agent.get(path)
+        assert (answer.status_code, answer.json()["error"], answer.headers["Allow"]) == (
+            405, "method_not_allowed", "POST"), path

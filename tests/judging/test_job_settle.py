@@ -248,3 +248,37 @@ def test_a_refused_result_leases_nothing_even_when_it_carries_a_claim(student, p
     with pytest.raises(ResultConflict):
         job_settle_and_claim(identity=identity, request=judged(job, verdict="WA"), now=timezone.now(), free_slots=1)
     assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 0
+
+
+def test_a_result_carrying_a_claim_never_gets_its_own_job_back(student, problem, node_a, settings):
+    from judging.services.settle import job_settle_and_claim
+
+    settings.KECE_RETRY_BACKOFF_MS = 0
+    _, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    # Given back: nothing comes with it, the job waits for the next claim.
+    status, carried = job_settle_and_claim(identity=identity, request=released(job), now=timezone.now(),
+                                           free_slots=1)
+    assert (status, carried.jobs) == ("requeued", [])
+    [job] = claim(identity)
+    # Failed for infrastructure with no backoff: due at once, but not to the node that just failed it.
+    status, carried = job_settle_and_claim(identity=identity, request=infra_error(job), now=timezone.now(),
+                                           free_slots=1)
+    assert (status, carried.jobs) == ("requeued", [])
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
+
+
+def test_without_skip_locked_the_claim_waits_for_rows_instead_of_ignoring_locks(student, problem, node_a,
+                                                                                monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _, identity = node_a
+    submit(student, problem)
+    monkeypatch.setattr(connection.features, "has_select_for_update_skip_locked", False)
+    with CaptureQueriesContext(connection) as queries:
+        [job] = claim(identity)
+    [pick] = [q["sql"] for q in queries if "ORDER BY available_at" in q["sql"]]
+    if connection.features.has_select_for_update:
+        assert pick.endswith("FOR UPDATE") and "SKIP LOCKED" not in pick

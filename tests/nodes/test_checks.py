@@ -150,3 +150,22 @@ def test_a_claim_answer_that_cannot_be_delivered_is_given_back_at_once():
     job = JudgeJob.objects.get()
     assert (job.state, job.attempts, job.lease_epoch, job.settled_status) == (JobState.QUEUED, 0, 1, "requeued")
     assert job.available_at <= timezone.now()
+
+
+def test_a_failing_self_check_result_carrying_a_claim_gets_no_judge_job(student, problem):
+    from judging.services.settle import SettleRequest, job_settle_and_claim
+
+    node, identity = make_node(pool="python")  # enabled and verified: the admin re-checks it
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    diagnostic = _diagnostic_job(node, check)
+    submit(student, problem)
+    [job] = claim(identity)
+    assert job.pk == diagnostic.pk
+    failing = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict="RE",
+                            checks=({"name": "sandbox", "ok": False, "detail": "bwrap: permission denied"},))
+    status, carried = job_settle_and_claim(identity=identity, request=failing, now=timezone.now(), free_slots=1)
+    node.refresh_from_db()
+    assert status == "settled" and node.self_check_status == CheckStatus.FAILED
+    assert carried.jobs == [], "the verdict that just failed the node must not be overtaken by its claim"
+    assert claim(identity) == []
+    assert JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.QUEUED).count() == 1
