@@ -54,3 +54,17 @@ def test_the_in_process_scheduler_runs_each_step_and_stops():
     settled = len(calls)
     time.sleep(0.2)
     assert len(calls) == settled, "it stopped"
+
+
+def test_one_dispatch_tick_keeps_up_with_a_burst(student, problem, node_a):
+    from kece.periodic import events_step
+    from tests.factories import UserFactory
+
+    _, identity = node_a
+    for i in range(7):
+        submit(UserFactory() if i % 2 else student, problem)
+        [job] = claim(identity)
+        settle(identity, judged(job))
+    report = events_step(batch=3)  # more due events than one batch
+    assert len(report.applied) == 7
+    assert set(SettlementEvent.objects.values_list("state", flat=True)) == {EventState.DONE}
