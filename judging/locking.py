@@ -209,12 +209,18 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     SKIP LOCKED`: whole job rows, ready to lease.
 
     Rows another transaction holds are skipped, not waited for, so concurrent claimers
-    each take different jobs without queueing behind each other.
+    each take different jobs without queueing behind each other. Rows this transaction
+    holds are skipped too (the database would hand them over): a job just settled and
+    requeued in it goes to the next claim, not back to the node that gave it up.
     """
     from judging.models import JudgeJob
 
     if limit <= 0:
         return []
+    held = sorted(key for rank, key in _state().held if rank == Rank.JOB)
+    if held:
+        where = f"({where}) AND id NOT IN ({', '.join(['%s'] * len(held))})"
+        params = [*params, *held]
     shape = _shape(JudgeJob)
     features = connection.features
     # Without SKIP LOCKED (an older server) claimers wait for each other instead: slower,
@@ -236,14 +242,21 @@ def _require_held(keys) -> None:
         raise LockOrderViolation(f"write to rows {missing} that this transaction has not locked")
 
 
-def _prepared(model, values: dict) -> list[tuple[str, object]]:
-    """(quoted column, database value) pairs, prepared as `Model.save` would."""
+def _update_by_pk(model, keys: list, values: dict, increment=()) -> int:
+    """One plain UPDATE of `model` rows by primary key: `values` prepared as `Model.save`
+    would, `increment` counters raised by one."""
     quote = connection.ops.quote_name
-    pairs = []
+    sets, params = [], []
     for name, value in values.items():
         field = model._meta.get_field(name)
-        pairs.append((quote(field.column), field.get_db_prep_save(value, connection)))
-    return pairs
+        sets.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
+    shape = _shape(model)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {shape.table} SET {', '.join(sets)} WHERE {shape.pk_column} IN"
+                       f" ({', '.join(['%s'] * len(keys))})", params + keys)
+        return cursor.rowcount
 
 
 def update_locked_jobs(pks, *, increment=(), **values) -> int:
@@ -261,15 +274,7 @@ def update_locked_jobs(pks, *, increment=(), **values) -> int:
     _require_held([(Rank.JOB, pk) for pk in keys])
     if not keys:
         return 0
-    quote = connection.ops.quote_name
-    pairs = _prepared(JudgeJob, values)
-    sets = [f"{column} = %s" for column, _ in pairs]
-    sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
-    shape = _shape(JudgeJob)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {shape.table} SET {', '.join(sets)} WHERE {shape.pk_column} IN"
-                       f" ({', '.join(['%s'] * len(keys))})", [value for _, value in pairs] + keys)
-        return cursor.rowcount
+    return _update_by_pk(JudgeJob, keys, values, increment)
 
 
 def save_locked(row, fields) -> None:
@@ -284,12 +289,7 @@ def save_locked(row, fields) -> None:
         key = (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))
     _require_held([key])
     model = type(row)
-    values = {name: model._meta.get_field(name).pre_save(row, False) for name in fields}
-    pairs = _prepared(model, values)
-    shape = _shape(model)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {shape.table} SET {', '.join(f'{c} = %s' for c, _ in pairs)}"
-                       f" WHERE {shape.pk_column} = %s", [value for _, value in pairs] + [row.pk])
+    _update_by_pk(model, [row.pk], {name: model._meta.get_field(name).pre_save(row, False) for name in fields})
 
 
 # --- settlement events and derived rows ----------------------------------------------------------

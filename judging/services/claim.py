@@ -26,21 +26,17 @@ class ClaimResult:
     reason: str = ""
 
 
-def _claimable(node, *, now, judge_jobs_allowed: bool, passing_over: int | None) -> tuple[str, list]:
+def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
     """The node's due jobs (the `judge_job_claim` index: pool, state, available_at, id):
     its pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic
-    jobs) when it may not judge. `passing_over`: a job this transaction just requeued."""
+    jobs) when it may not judge."""
     where = "pool = %s AND state = %s AND available_at <= %s AND runtime_spec = %s"
     params = [node.pool, JobState.QUEUED, connection.ops.adapt_datetimefield_value(now), node.runtime_spec]
     if judge_jobs_allowed:
         where += " AND (bound_node_id IS NULL OR bound_node_id = %s)"
     else:
         where += " AND bound_node_id = %s"
-    params.append(node.pk)
-    if passing_over is not None:
-        where += " AND id <> %s"
-        params.append(passing_over)
-    return where, params
+    return where, [*params, node.pk]
 
 
 _RUNNING_COUNTS = (
@@ -95,7 +91,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
-def claim_locked(node, group, *, free_slots: int, now, passing_over: int | None = None) -> ClaimResult:
+def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
     """The claim itself, with host group and node locked (exclusively) by the caller."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
@@ -116,7 +112,7 @@ def claim_locked(node, group, *, free_slots: int, now, passing_over: int | None 
         result.reason = "node_full" if node_headroom <= 0 else "group_full"
         return result
 
-    where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed, passing_over=passing_over)
+    where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed)
     jobs = claim_queued_jobs(where, params, limit=n)
     if not jobs:
         result.reason = "empty" if judge_jobs_allowed else "not_ready"

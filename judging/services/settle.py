@@ -157,7 +157,7 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
         if group is not None and node.host_group_id != group.pk:
             claim = None  # moved to another host group meanwhile: the caller claims on its own
         elif group is not None:
-            claim = claim_locked(node, group, free_slots=claim_slots, now=now, passing_over=job.pk)
+            claim = claim_locked(node, group, free_slots=claim_slots, now=now)
         if status != "duplicate" and not (claim and claim.jobs):
             # A slot of this node and host group is free again (unless the carried claim
             # took it back): a waiting claim that was refused as full may now take work.
