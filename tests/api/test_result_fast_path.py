@@ -52,7 +52,8 @@ def bodies(draw, broken=True):
         elif action == "add":
             body[draw(st.sampled_from(["verdict", "score", "error", "checks", "unknown", "claim", "message"]))] = \
                 draw(junk)
-        elif action == "case" and isinstance(body.get("cases"), list) and body["cases"]:
+        elif action == "case" and isinstance(body.get("cases"), list) and body["cases"] \
+                and isinstance(body["cases"][0], dict):
             body["cases"][0][draw(st.sampled_from(["ordinal", "verdict", "score", "timeMs"]))] = draw(junk)
     return body
 
