@@ -12,8 +12,8 @@ The simulated judge only sleeps. Prints:
      burst, and the same burst shape on one slot alone (40 jobs), whose ratio is the cost
      of one request per job with nothing competing;
   3. database statements per second while 50 and while 200 nodes wait on an empty queue
-     (target: bounded by the pools, not the number of nodes), counted for the server's own
-     MariaDB user so that nothing else on the database is included.
+     (target: bounded by the pools, not the number of nodes), counted for the web process's
+     and the worker's own MariaDB users, so that nothing else on the database is included.
 Simulated nodes do not heartbeat (their heartbeat is set fresh for the whole run), so (3)
 is the cost of waiting alone; a real node adds one heartbeat UPDATE per interval.
 """
@@ -21,6 +21,7 @@ is the cost of waiting alone; a real node adds one heartbeat UPDATE per interval
 import argparse
 import asyncio
 import contextlib
+import heapq
 import os
 import signal
 import sys
@@ -122,36 +123,35 @@ def make_nodes(count, slots, pool="python"):
     return nodes
 
 
-BENCH_USER = "kece_bench"
+WEB_USER, WORKER_USER = "kece_bench", "kece_bench_worker"
 
 
-def create_bench_user(database: str) -> str:
-    """The server under test connects as its own MariaDB user, so that its statements can
-    be counted apart from anything else the database serves (USER_STATISTICS)."""
+def create_bench_user(database: str, user: str) -> str:
+    """The process under test connects as a MariaDB user of its own, so that its statements
+    can be counted apart from anything else the database serves (USER_STATISTICS)."""
     import MySQLdb
 
     conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
     try:
         cursor = conn.cursor()
         cursor.execute("SET GLOBAL userstat=1")
-        cursor.execute(f"CREATE USER IF NOT EXISTS '{BENCH_USER}'@'%' IDENTIFIED BY 'bench'")
-        cursor.execute(f"CREATE USER IF NOT EXISTS '{BENCH_USER}'@'localhost' IDENTIFIED BY 'bench'")
         for host in ("%", "localhost"):
-            cursor.execute(f"GRANT ALL PRIVILEGES ON `{database}`.* TO '{BENCH_USER}'@'{host}'")
+            cursor.execute(f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY 'bench'")
+            cursor.execute(f"GRANT ALL PRIVILEGES ON `{database}`.* TO '{user}'@'{host}'")
     finally:
         conn.close()
-    return f"mysql://{BENCH_USER}:bench@127.0.0.1:3306/{database}"
+    return f"mysql://{user}:bench@127.0.0.1:3306/{database}"
 
 
-def statements() -> tuple[int, int]:
-    """(data statements, all statements) the server's database user has sent so far."""
+def statements(user: str) -> tuple[int, int]:
+    """(data statements, all statements) a database user has sent so far."""
     import MySQLdb
 
     conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
     try:
         cursor = conn.cursor()
         cursor.execute("SELECT SELECT_COMMANDS + UPDATE_COMMANDS, SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS"
-                       " FROM information_schema.USER_STATISTICS WHERE USER = %s", [BENCH_USER])
+                       " FROM information_schema.USER_STATISTICS WHERE USER = %s", [user])
         row = cursor.fetchone()
         return (int(row[0]), int(row[1])) if row else (0, 0)
     finally:
@@ -238,8 +238,20 @@ def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out)
     out.put("ready")
     go.wait()
     started = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
-    job_ids = [submit_one(users[i % len(users)], problem) for i in range(count)]
-    out.put((started, job_ids, time.perf_counter() - started))
+    committed = []  # (job id, when its submission committed)
+    for i in range(count):
+        committed.append((submit_one(users[i % len(users)], problem), time.perf_counter()))
+    out.put((started, committed))
+
+
+def dispatch_free_makespan(arrivals: list, slots: int, judge_seconds: float) -> float:
+    """The makespan of jobs arriving at `arrivals` (seconds, in order) on `slots` slots if
+    handing a job to a free slot and reporting its result took no time: each job starts
+    when it has arrived and a slot is free."""
+    free_at = [0.0] * slots
+    for arrival in arrivals:
+        heapq.heapreplace(free_at, max(free_at[0], arrival) + judge_seconds)
+    return max(free_at)
 
 
 @dataclass
@@ -248,6 +260,8 @@ class Burst:
     ideal: float  # jobs × judge time ÷ slots
     server_cpu_per_job: float
     fill: float  # first submission → every slot has had a job
+    submit_seconds: float  # first submission → last submission committed
+    dispatch_free: float  # the makespan if leasing and reporting cost nothing, given the arrivals
     result_posts: list  # seconds from a result post to its answer (with the next job)
 
     @property
@@ -269,14 +283,17 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         await asyncio.sleep(1.5)  # every node is waiting
         cpu_before = cpu_seconds(server_pid)
         go.set()
-        start, job_ids, _submit_seconds = await asyncio.to_thread(out.get, True, 120)
+        start, committed = await asyncio.to_thread(out.get, True, 120)
+        job_ids = [job_id for job_id, _ in committed]
         while len([j for j in job_ids if j in timeline.done]) < jobs:
             await asyncio.sleep(0.01)
         first_jobs = sorted(timeline.received[j] for j in job_ids)[:nodes_count * slots]
         return Burst(makespan=max(timeline.done[j] for j in job_ids) - start,
                      ideal=jobs * judge_seconds / (nodes_count * slots),
                      server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / jobs,
-                     fill=first_jobs[-1] - start,
+                     fill=first_jobs[-1] - start, submit_seconds=committed[-1][1] - start,
+                     dispatch_free=dispatch_free_makespan([at - start for _, at in committed], nodes_count * slots,
+                                                          judge_seconds),
                      result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids])
 
     try:
@@ -285,15 +302,21 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         submitter.join(10)
 
 
+def all_statements() -> dict:
+    return {user: statements(user) for user in (WEB_USER, WORKER_USER)}
+
+
 async def idle(base_url, count, seconds):
+    """Statements per second of the web process and of the worker, each (data, all), while
+    `count` nodes wait on an empty queue."""
     nodes = await asyncio.to_thread(make_nodes, count, 1, "java")
 
     async def scenario(timeline):
         await asyncio.sleep(3.0)  # all waiting, caches warm
-        before = await asyncio.to_thread(statements)
+        before = await asyncio.to_thread(all_statements)
         await asyncio.sleep(seconds)
-        after = await asyncio.to_thread(statements)
-        return tuple((a - b) / seconds for a, b in zip(after, before))
+        after = await asyncio.to_thread(all_statements)
+        return {user: tuple((a - b) / seconds for a, b in zip(after[user], before[user])) for user in after}
 
     return await gather_nodes(base_url, nodes, 1, 0.1, scenario)
 
@@ -339,12 +362,14 @@ def main():
     students = UserFactory.create_batch(60)
     problem = make_problem(languages=("python",), cases=2)
     connection.close()
-    server_db_url = create_bench_user(os.environ["DATABASE_URL"].rsplit("/", 1)[1])
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[1]
+    server_db_url = create_bench_user(database, WEB_USER)
+    worker_db_url = create_bench_user(database, WORKER_USER)
     # As in production: the web process serves requests; a Celery worker with beat does the
     # periodic work (reaper, event dispatcher, snapshot) in its own process.
     server = LiveServer.for_database(server_db_url,
                                      env={"KECE_IN_PROCESS_SCHEDULER": 0, "REDIS_URL": os.environ["REDIS_URL"]})
-    with server, celery_worker(server.env):
+    with server, celery_worker({**server.env, "DATABASE_URL": worker_db_url}):
         base = server.url
         # Idle first: later phases leave settlement events for the dispatcher to apply,
         # which is work, not waiting.
@@ -368,7 +393,9 @@ def main():
           f" makespan {median.makespan:.2f} s, ideal {median.ideal:.2f} s, ratio {median.ratio:.3f}"
           f"  (target <= 1.05: {'met' if median.ratio <= 1.05 else 'NOT met'})")
     print(f"    median of {len(bursts)} bursts; their ratios: {', '.join(f'{b.ratio:.3f}' for b in bursts)}")
-    print(f"    where the time goes: every slot busy {ms(median.fill)} after the first submission; a result post"
+    print(f"    where the time goes: the class's submissions take {median.submit_seconds:.2f} s; with them arriving"
+          f" as they did, leasing and reporting at no cost would give ratio {median.dispatch_free / median.ideal:.3f};"
+          f"\n    every slot is busy {ms(median.fill)} after the first submission; a result post"
           f" (with the slot's next job in its answer) p50 {ms(percentile(posts, 50))}, p90 {ms(percentile(posts, 90))},"
           f" mean {ms(sum(posts) / len(posts))}")
     print(f"    one slot alone, 40 jobs: ratio {alone.ratio:.3f}, result post p50 {ms(percentile(alone.result_posts, 50))}"
@@ -376,12 +403,15 @@ def main():
     print(f"    server CPU per job (its claim share, result post, wake-ups): {ms(median.server_cpu_per_job)};"
           f" at 16 slots x 5 jobs/s that is {median.server_cpu_per_job * 80:.2f} of a core for the one web process"
           f" ({os.cpu_count()} cores here, shared with MariaDB, the worker and the simulated nodes)")
-    print(f"  idle database statements/s (server's own user: web process + Celery worker with the periodic work),"
-          f" empty queue:\n    50 waiting nodes: {idle_50[0]:.1f} data + {idle_50[1] - idle_50[0]:.1f} session/transaction"
-          f" = {idle_50[1]:.1f}/s\n    200 waiting nodes: {idle_200[0]:.1f} data +"
-          f" {idle_200[1] - idle_200[0]:.1f} session/transaction = {idle_200[1]:.1f}/s"
-          f"\n    ratio 200/50: {idle_200[1] / max(idle_50[1], 0.01):.2f} (bounded by pools, not nodes, if ~1)")
-
+    print("  idle database statements/s while nodes wait on an empty queue (data + session/transaction = all):")
+    for user, label in ((WEB_USER, "web process (waiting claims, fallback checks)"),
+                        (WORKER_USER, "worker (periodic work: reaper, events, snapshot)")):
+        (data_50, all_50), (data_200, all_200) = idle_50[user], idle_200[user]
+        print(f"    {label}: 50 nodes {data_50:.1f} + {all_50 - data_50:.1f} = {all_50:.1f}/s;"
+              f" 200 nodes {data_200:.1f} + {all_200 - data_200:.1f} = {all_200:.1f}/s")
+    total_50, total_200 = (sum(idle[user][1] for user in idle) for idle in (idle_50, idle_200))
+    print(f"    together: {total_50:.1f}/s with 50 nodes, {total_200:.1f}/s with 200: ratio 200/50"
+          f" {total_200 / max(total_50, 0.01):.2f} (bounded by pools, not nodes, if ~1)")
 
 if __name__ == "__main__":
     main()
