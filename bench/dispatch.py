@@ -8,9 +8,10 @@ The simulated judge only sleeps. Prints:
      burst's makespan divided by the ideal (jobs × judge time ÷ slots) (target: within 5 %),
      the median of three bursts. Like the agent, a simulated node carries its next claim on
      each result post; the burst is submitted by 60 students from a process of its own.
-     With it: how long until every slot is busy, what a result post costs during the
-     burst, and the same burst shape on one slot alone (40 jobs), whose ratio is the cost
-     of one request per job with nothing competing;
+     With it: the ratio a dispatcher that cost nothing would reach with the submissions
+     arriving as they did, how long until every slot is busy, what a result post costs
+     during the burst, and the same burst shape on one slot alone (40 jobs), whose ratio
+     is the cost of one request per job with nothing competing;
   3. database statements per second while 50 and while 200 nodes wait on an empty queue
      (target: bounded by the pools, not the number of nodes), counted for the web process's
      and the worker's own MariaDB users, so that nothing else on the database is included.
