@@ -95,6 +95,12 @@ def main() -> int:
     if config.spec.stand_in:
         log.event(logger, logging.WARNING, "runtime spec is a stand-in", spec=config.runtime_spec,
                   note=config.spec.stand_in)
+    cpus = len(os.sched_getaffinity(0))
+    if config.local_slots > cpus:
+        # Programs then share cores, and their CPU time (page faults included) grows with
+        # the contention: a program may be judged TLE for time the host did not give it.
+        log.event(logger, logging.WARNING, "more slots than CPUs: judged programs will compete for cores; size "
+                  "JUDGE_LOCAL_SLOTS (and the node's host group) to the CPUs", slots=config.local_slots, cpus=cpus)
 
     prepare_workspace(config)
     sweep_runs(config.workspace / "runs")

@@ -69,6 +69,15 @@ def test_a_broken_runtime_spec_file_is_a_configuration_error(base_env, tmp_path)
     assert result.returncode == 2 and "run must be a list of strings" in result.stderr
 
 
+def test_more_slots_than_cpus_is_a_warning_at_start(base_env):
+    cpus = len(os.sched_getaffinity(0))
+    base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"  # stop right after the start-up warnings
+    base_env["JUDGE_LOCAL_SLOTS"] = str(cpus + 1)
+    assert "more slots than CPUs" in run_agent(base_env).stderr
+    base_env["JUDGE_LOCAL_SLOTS"] = str(cpus)
+    assert "more slots than CPUs" not in run_agent(base_env).stderr
+
+
 def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base_env):
     base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"
     result = run_agent(base_env)
