@@ -33,8 +33,8 @@ from django.core.handlers.exception import convert_exception_to_response  # noqa
 
 from judging.api.claim import asgi_claim  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
-from kece.converters import IdConverter  # noqa: E402
 from judging.waiting import run_db  # noqa: E402
+from kece.converters import IdConverter  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
@@ -78,4 +78,3 @@ async def application(scope, receive, send):
             await internal_application(scope, receive, send)
             return
     await django_application(scope, receive, send)
-

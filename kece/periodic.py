@@ -1,7 +1,9 @@
 """The periodic work of the control plane, each a small `step()` that can be tested alone."""
 
 import logging
+import time
 
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -21,10 +23,6 @@ def events_step(now=None, *, batch: int = 100):
     """Dispatch due events in batches until none are left or most of the interval is
     used: a tick must keep up with a burst (one batch per tick would cap the outbox at
     `batch` events per interval, fewer than a busy control plane settles)."""
-    import time
-
-    from django.conf import settings
-
     from judging.services.events import DispatchReport, events_dispatch
 
     total = DispatchReport()

@@ -191,6 +191,8 @@ for _network in KECE_PROBE_ALLOWED_NETWORKS:
         ipaddress.ip_network(_network, strict=False)
     except ValueError as exc:
         raise ImproperlyConfigured(f"KECE_PROBE_ALLOWED_NETWORKS: {_network!r} is not a network") from exc
+
+
 def _port_ranges(items) -> list[tuple[int, int]]:
     """"443,8443,9000-9100" → [(443, 443), (8443, 8443), (9000, 9100)]."""
     ranges = []

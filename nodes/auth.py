@@ -7,8 +7,9 @@ at once. Two calls may rely on an in-process cache of who a credential belongs t
 long-poll claim (so that idle nodes cost the database nothing per request) and the result
 post (the hottest call under load). Both change nothing on the cache's word alone: the
 claim and the settle re-check credential and session on the locked node row, and refuse
-there. Every change to a node's session, credential or state is broadcast (`wakeups.node_changed_after_commit`), which drops the cached entry in
-every process and makes the node's waiting claim re-read who it is.
+there. Every change to a node's session, credential or state is broadcast
+(`wakeups.node_changed_after_commit`), which drops the cached entry in every process and
+makes the node's waiting claim re-read who it is.
 """
 
 import hmac

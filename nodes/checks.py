@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from kece.errors import Busy, NotFound
-from nodes.models import CheckStatus, JudgeNode, NodeCheck
+from nodes.models import CheckStatus, DesiredState, HostGroupStatus, JudgeNode, NodeCheck
 
 logger = logging.getLogger("kece.checks")
 
@@ -49,8 +49,6 @@ VERIFIED = Q(self_check_status=CheckStatus.PASSED, self_check_revision=F("config
 def may_take_judge_jobs(node, group) -> bool:
     """Enabled, in an active host group, healthy by its last heartbeat and verified for
     what it runs now. Anything else gets only its own diagnostic jobs."""
-    from nodes.models import DesiredState, HostGroupStatus
-
     return (node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
             and node.health_ok and self_check_passed_for_current_config(node))
 

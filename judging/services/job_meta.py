@@ -27,8 +27,6 @@ def job_meta(job_id: int, *, fresh: bool = False) -> JobMeta | None:
         cached = _cache.get(job_id)
         if cached is not None:
             return cached
-    if job_id >= 2**63:
-        return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT kind, submission_type, submission_id FROM judge_job WHERE id = %s", [job_id])
         row = cursor.fetchone()

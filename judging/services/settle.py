@@ -153,7 +153,9 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             raise _StaleMeta()
 
         status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
-        claim = None if claim_slots is None else ClaimResult(desired_state=node.desired_state, reason="not_after_this_result")
+        claim = None
+        if claim_slots is not None:
+            claim = ClaimResult(desired_state=node.desired_state, reason="not_after_this_result")
         if group is not None and node.host_group_id != group.pk:
             claim = None  # moved to another host group meanwhile: the caller claims on its own
         elif group is not None:
