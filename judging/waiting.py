@@ -14,6 +14,11 @@ pool's claimable jobs and wakes that many waiters (and the node a bound diagnost
 for); only woken waiters run a claim transaction. At most one check per pool is in
 flight; hints arriving meanwhile fold into one more check after it.
 
+The Redis subscription also carries node changes, which drop cached identities
+(`nodes.auth`). It is kept while anyone waits and for as long after as a cached identity
+lives (`keep_listening`), so nodes that come back in lockstep after their waits end, or
+after a pause, find their identities still cached instead of read again one by one.
+
 Database work runs on a small bounded thread pool whose threads keep their connections, so
 two hundred waiting claims need no more than `KECE_DB_THREADS` connections; under uvicorn
 the node API's other calls run on the same pool (`kece.asgi`).
@@ -122,6 +127,8 @@ class PoolWaiters:
         self.loop = loop
         self.pools: dict[str, _Pool] = {}
         self.redis_task: asyncio.Task | None = None
+        # The subscription stays until then even with no one waiting (see keep_listening).
+        self.listen_until = 0.0
         self.checks = 0  # table checks made, for tests and benchmarks
         wakeups.local_notifier.add_listener(loop, self.on_topic)
 
@@ -175,6 +182,21 @@ class PoolWaiters:
         state = self.pools.get(pool)
         if state is not None and state.waiters.get(waiter.node_id) is waiter:
             del state.waiters[waiter.node_id]
+        self.keep_listening()
+
+    def keep_listening(self) -> None:
+        """Stay subscribed to node changes for as long as an identity cached now may be
+        used. Ending the subscription earlier would force the next subscription to forget
+        every cached identity (changes published in between are lost), and every node to
+        be read again."""
+        from nodes.auth import AUTH_CACHE_SECONDS
+
+        self.listen_until = time.monotonic() + AUTH_CACHE_SECONDS
+        if settings.REDIS_URL and (self.redis_task is None or self.redis_task.done()):
+            self.redis_task = self.loop.create_task(self._listen_redis())
+
+    def _wants_subscription(self) -> bool:
+        return time.monotonic() < self.listen_until or any(p.waiters for p in self.pools.values())
 
     def waiting(self, pool: str | None = None) -> int:
         if pool is not None:
@@ -184,11 +206,15 @@ class PoolWaiters:
     # --- checks -----------------------------------------------------------------------------
 
     def hint(self, pool: str) -> None:
-        """A hint that `pool` may have work: check the table once more (coalesced)."""
+        """A hint that `pool` may have work: check the table once more (coalesced). With no
+        one waiting, the next waiter to arrive claims at once instead."""
         state = self.pools.get(pool)
         if state is None:
             return
         state.maybe_work = True
+        self._look(pool, state)
+
+    def _look(self, pool: str, state: _Pool) -> None:
         if not state.waiters:
             return
         if state.check_running:
@@ -236,21 +262,22 @@ class PoolWaiters:
     def _ensure_background(self, pool: str, state: _Pool) -> None:
         if state.fallback_task is None or state.fallback_task.done():
             state.fallback_task = self.loop.create_task(self._fallback(pool, state))
-        if settings.REDIS_URL and (self.redis_task is None or self.redis_task.done()):
-            self.redis_task = self.loop.create_task(self._listen_redis())
+        self.keep_listening()
 
     async def _fallback(self, pool: str, state: _Pool) -> None:
         interval = settings.KECE_CLAIM_FALLBACK_MS / 1000
         while state.waiters:
             await asyncio.sleep(interval)
+            # A look, not a hint: a tick that finds no one waiting must not make the next
+            # arrivals claim at once as if work had been announced.
             if time.monotonic() - state.last_check >= interval * 0.9:
-                self.hint(pool)
+                self._look(pool, state)
 
     async def _listen_redis(self) -> None:
         import redis.asyncio as aioredis
 
         delay = 0.5
-        while any(p.waiters for p in self.pools.values()):
+        while self._wants_subscription():
             client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
             try:
                 async with client.pubsub() as pubsub:
@@ -265,7 +292,7 @@ class PoolWaiters:
                     # pool once now that we are.
                     for pool in list(self.pools):
                         self.hint(pool)
-                    while any(p.waiters for p in self.pools.values()):
+                    while self._wants_subscription():
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                         if message and message.get("type") == "pmessage":
                             channel = message["channel"].decode()

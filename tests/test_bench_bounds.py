@@ -1,21 +1,30 @@
-"""The dispatch benchmark's cost-free bound: the makespan that arrivals and slots allow."""
+"""The dispatch benchmark's bounds: the makespan that arrivals, slots and a per-job post cost allow."""
 
 import pytest
 
-from bench.dispatch import dispatch_free_makespan
+from bench.dispatch import Burst, list_makespan
 
 
 def test_a_burst_that_arrives_at_once_is_bounded_by_the_busiest_slot():
     # 300 jobs on 16 slots: twelve slots run 19 jobs, so 19 judge times, not 300 / 16.
-    assert dispatch_free_makespan([0.0] * 300, 16, 0.2) == pytest.approx(19 * 0.2)
+    assert list_makespan([0.0] * 300, 16, 0.2) == pytest.approx(19 * 0.2)
 
 
 def test_jobs_arriving_slower_than_slots_free_up_end_one_judge_time_after_the_last_arrival():
     arrivals = [i * 0.5 for i in range(10)]
-    assert dispatch_free_makespan(arrivals, 4, 0.2) == pytest.approx(4.5 + 0.2)
+    assert list_makespan(arrivals, 4, 0.2) == pytest.approx(4.5 + 0.2)
 
 
 def test_a_job_waits_for_the_first_slot_to_free_up():
     # Two slots, three jobs at once: the third starts when the first slot is free.
-    assert dispatch_free_makespan([0.0, 0.0, 0.0], 2, 1.0) == pytest.approx(2.0)
-    assert dispatch_free_makespan([0.0, 0.1, 0.2], 2, 1.0) == pytest.approx(2.0)
+    assert list_makespan([0.0, 0.0, 0.0], 2, 1.0) == pytest.approx(2.0)
+    assert list_makespan([0.0, 0.1, 0.2], 2, 1.0) == pytest.approx(2.0)
+
+
+def test_a_result_post_cost_lengthens_every_cycle_of_the_busiest_slot():
+    burst = Burst(makespan=4.0, slots=16, judge_seconds=0.2, server_cpu_per_job=0.0, fill=0.0,
+                  arrivals=[0.0] * 300, result_posts=[])
+    assert burst.ideal == pytest.approx(3.75)
+    assert burst.bound() == pytest.approx(3.8 / 3.75)
+    # Nineteen cycles of 200 ms + 10 ms on the busiest slots.
+    assert burst.bound(0.010) == pytest.approx(19 * 0.21 / 3.75)

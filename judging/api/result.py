@@ -23,7 +23,7 @@ from judging.api.claim import claim_payload
 from judging.api.node import SESSION_PARAMETER, TAGS
 from judging.selectors import job_payload
 from judging.services.settle import CaseResult, SettleRequest, job_settle, job_settle_and_claim
-from judging.waiting import run_db
+from judging.waiting import registry, run_db
 from kece.api import ContractView
 from kece.errors import DomainError, Unavailable
 from nodes.auth import authenticate_cached
@@ -99,6 +99,9 @@ async def asgi_result(scope, receive, send, job_id: int):
     """The bare ASGI entry point."""
 
     async def call(headers, body):
+        # The result is authenticated from the identity cache: keep receiving the node
+        # changes that correct it.
+        registry().keep_listening()
         return await run_db(serve_result, authorization=headers.get("authorization", ""),
                             session_header=headers.get("x-judge-session"), job_id=job_id, body=body)
 

@@ -153,6 +153,40 @@ def test_two_hundred_waiting_claims_hold_no_connections_and_the_server_keeps_ans
     assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 50
 
 
+def _selects_so_far() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+        return int(cursor.fetchone()[1])
+
+
+def test_nodes_that_come_back_after_a_pause_are_not_read_again_one_by_one(server):
+    """A hundred nodes wait out a short claim together, pause, and wait again (as after a
+    network blip): the server still knows who they are. Only the pool's own checks reach
+    the database, not one identity read per node."""
+    nodes = [make_node(pool="cpp")[0] for _ in range(100)]
+
+    async def wait_all():
+        limits = httpx.Limits(max_connections=150, max_keepalive_connections=150)
+        async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=30) as http:
+            answers = await asyncio.gather(*[
+                http.post("/api/v1/internal/judgers/jobs/claim", json={"freeSlots": 1, "waitMs": 1000},
+                          headers={"Authorization": f"Bearer {n.secret}", "X-Judge-Session": str(n.session_epoch)})
+                for n in nodes])
+        assert [a.status_code for a in answers] == [200] * len(nodes)
+
+    async def scenario():
+        for _ in range(2):  # first sight (and the process's first subscription)
+            await wait_all()
+            await asyncio.sleep(2.5)  # nobody waits
+        before = await asyncio.to_thread(_selects_so_far)
+        await wait_all()
+        return await asyncio.to_thread(_selects_so_far) - before
+
+    selects = asyncio.run(scenario())
+    connection.close()
+    assert selects < 25, f"{selects} SELECTs for 100 returning nodes waiting one second"
+
+
 def test_a_lost_claim_response_comes_back_through_the_lease_within_the_slots(tmp_path):
     server = LiveServer(env={"KECE_LEASE_TTL_MS": 2500, "KECE_RENEW_INTERVAL_MS": 1000,
                              "KECE_REAP_INTERVAL_MS": 200, "KECE_IN_PROCESS_SCHEDULER": 1,
