@@ -379,7 +379,8 @@ def main():
     # periodic work (reaper, event dispatcher, snapshot) in its own process.
     server = LiveServer.for_database(server_db_url,
                                      env={"KECE_IN_PROCESS_SCHEDULER": 0, "REDIS_URL": os.environ["REDIS_URL"]})
-    with server, celery_worker({**server.env, "DATABASE_URL": worker_db_url}):
+    # The worker keeps its connection between periodic tasks, as the compose file has it.
+    with server, celery_worker({**server.env, "DATABASE_URL": worker_db_url, "KECE_CONN_MAX_AGE": "60"}):
         base = server.url
         # Idle first: later phases leave settlement events for the dispatcher to apply,
         # which is work, not waiting.

@@ -6,8 +6,8 @@
   middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
   on the bounded database pool of `judging.waiting`.
 - Everything else is the ordinary Django application.
-- Lifespan: in the embedded default the in-process scheduler starts and stops with the
-  server.
+- Lifespan: the node-change subscription starts with the server; in the embedded default
+  the in-process scheduler starts and stops with it.
 """
 
 import os

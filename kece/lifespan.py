@@ -14,6 +14,11 @@ async def serve_lifespan(receive, send):
                 from kece.startup import check_single_process_sqlite
 
                 check_single_process_sqlite()
+                # Subscribe to node changes before the first node is authenticated, so that
+                # the subscription's start does not drop identities cached meanwhile.
+                from judging.waiting import registry
+
+                registry().keep_listening()
                 if settings.KECE_IN_PROCESS_SCHEDULER:
                     from kece.scheduler import InProcessScheduler
 
