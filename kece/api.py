@@ -4,6 +4,7 @@ from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
+from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
@@ -31,11 +32,23 @@ class ContractJSONParser(JSONParser):
             raise ParseError("JSON parse error - nested too deeply") from None
 
 
+class FirstRenderer(BaseContentNegotiation):
+    """Each view answers in the one format the contract gives it (JSON; the bytes of an
+    artifact), whatever the client's Accept header asks for: not 406."""
+
+    def select_parser(self, request, parsers):
+        return DefaultContentNegotiation().select_parser(request, parsers)
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class ContractView(APIView):
     """One operation per view; JSON in, JSON out; errors as {"error", "detail"}."""
 
     parser_classes = [ContractJSONParser]
     renderer_classes = [JSONRenderer]
+    content_negotiation_class = FirstRenderer
 
     def initial(self, request, *args, **kwargs):
         check_body_size(request)

@@ -17,9 +17,28 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
-django_application = get_asgi_application()
+get_asgi_application()  # sets Django up; the handlers below are its own, adjusted
 
 from django.conf import settings  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+
+
+class ContractASGIHandler(ASGIHandler):
+    """Django's ASGI handler, with the length of a chunked body filled in: DRF reads no
+    body that comes without Content-Length, and the 1 MiB limit is checked against it."""
+
+    def create_request(self, scope, body_file):
+        request, error_response = super().create_request(scope, body_file)
+        if request is not None and not request.META.get("CONTENT_LENGTH"):
+            size = body_file.seek(0, os.SEEK_END)
+            body_file.seek(0)
+            if size:
+                request.META["CONTENT_LENGTH"] = str(size)
+        return request, error_response
+
+
+django_application = ContractASGIHandler()
 
 if settings.DEBUG:
     # The embedded default has no proxy in front: serve static files (the API docs' assets)
@@ -27,9 +46,6 @@ if settings.DEBUG:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     django_application = ASGIStaticFilesHandler(django_application)
-
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
-from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
 from judging.api.claim import asgi_claim  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
@@ -41,7 +57,7 @@ CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
 RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
 
 
-class InternalASGIHandler(ASGIHandler):
+class InternalASGIHandler(ContractASGIHandler):
     """Django's ASGI handler for the machine-to-machine API: no middleware, and each request
     handled start to finish on the bounded database pool, whose threads keep their
     connections, instead of on a fresh thread (and a fresh connection) per request."""

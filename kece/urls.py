@@ -43,5 +43,7 @@ urlpatterns = [
     re_path(r"^api/", views.not_found),
 ]
 
+handler400 = "kece.views.bad_request"
+handler403 = "kece.views.forbidden"
 handler404 = "kece.views.not_found"
 handler500 = "kece.views.server_error"

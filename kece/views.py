@@ -20,6 +20,20 @@ def not_found(request, exception=None):
     return HttpResponse("<!doctype html><title>Not found</title><h1>Not found</h1>", status=404)
 
 
+def bad_request(request, exception=None):
+    # Reached for requests Django refuses before any view, such as a Host header that is
+    # not in ALLOWED_HOSTS.
+    if _is_api(request):
+        return JsonResponse({"error": "invalid", "detail": "Bad request."}, status=400)
+    return HttpResponse("<!doctype html><title>Bad request</title><h1>Bad request</h1>", status=400)
+
+
+def forbidden(request, exception=None):
+    if _is_api(request):
+        return JsonResponse({"error": "forbidden", "detail": "You may not do this."}, status=403)
+    return HttpResponse("<!doctype html><title>Forbidden</title><h1>Forbidden</h1>", status=403)
+
+
 def server_error(request):
     if _is_api(request):
         return JsonResponse({"error": "unavailable", "detail": "The server could not answer; retry later."},

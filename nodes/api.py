@@ -2,6 +2,7 @@
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions as drf_exceptions
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
@@ -29,6 +30,14 @@ class NodePagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "pageSize"
     max_page_size = 200
+
+    def paginate_queryset(self, queryset, request, view=None):
+        # DRF answers a page that does not exist with 404, which the contract keeps for
+        # unknown routes: it is an invalid field.
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except drf_exceptions.NotFound:
+            raise Invalid("That page does not exist.", fields={"page": ["no such page"]}) from None
 
 
 def _node_or_404(node_id):

@@ -64,7 +64,8 @@ class HeartbeatOut(serializers.Serializer):
 
 class ClaimIn(serializers.Serializer):
     freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
-    waitMs = serializers.IntegerField(min_value=0, required=False, max_value=2**31)
+    # Above claimWaitMs it is capped, not refused (API.md).
+    waitMs = serializers.IntegerField(min_value=0, required=False)
 
 
 class FileRefOut(serializers.Serializer):

@@ -40,30 +40,33 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     session's and this epoch's RUNNING job with an unexpired lease; a stale epoch renews
     nothing, so its progress is refused with it.
     """
-    unique = {i.job_id: i for i in items}
-    answers: dict[int, dict] = {}
+    answers = []
     with transaction.atomic(durable=True):
         node = lock_node(identity.node_id, shared=True)
         check_node_identity(node, identity)
         until = now + lease_ttl()
-        jobs = lock_jobs(list(unique))
-        for job_id, item in sorted(unique.items()):
-            job = jobs.get(job_id)
+        jobs = lock_jobs(sorted({i.job_id for i in items}))
+        # Each item is answered on its own, even when a job id repeats with another epoch:
+        # only the item that names the live lease renews it.
+        for item in items:
+            job = jobs.get(item.job_id)
             if not _holds_live_lease(job, identity, item.lease_epoch, now):
-                # "cancelled" tells the node to stop at once; for every other refusal the
-                # lease is simply no longer its own.
-                # Only the holder of that lease learns that its job was cancelled.
-                cancelled = (job is not None and job.state == JobState.CANCELLED and job.last_node_id == identity.node_id
-                             and job.lease_epoch == item.lease_epoch)
-                error = "cancelled" if cancelled else "lease_lost"
-                answers[job_id] = {"jobId": job_id, "ok": False, "error": error}
+                answers.append({"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)})
                 continue
             values = {"lease_until": until}
             if item.phase in JobPhase.values:
                 values.update(progress_phase=item.phase, progress_testcase=item.testcase)
-            update_locked_jobs([job_id], **values)
-            answers[job_id] = {"jobId": job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)}
-    return [answers[i.job_id] for i in items]
+            update_locked_jobs([item.job_id], **values)
+            answers.append({"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)})
+    return answers
+
+
+def _refusal(job, identity: NodeIdentity, item: RenewItem) -> str:
+    """Why a renew item is refused: `cancelled` tells the node to stop at once, and only
+    the holder of that lease learns it; otherwise the lease is simply no longer its own."""
+    cancelled = (job is not None and job.state == JobState.CANCELLED and job.last_node_id == identity.node_id
+                 and job.lease_epoch == item.lease_epoch)
+    return "cancelled" if cancelled else "lease_lost"
 
 
 def release_node_leases(node, *, now, reason: str) -> int:

@@ -72,6 +72,25 @@ def test_it_refuses_an_expired_lease_even_before_the_reaper_runs(student, proble
     assert answer == {"jobId": job.pk, "ok": False, "error": "lease_lost"}
 
 
+@pytest.mark.parametrize("stale_first", [True, False])
+def test_a_renew_batch_answers_each_item_even_when_a_job_repeats(student, problem, node_a, stale_first):
+    node, identity = node_a
+    submit(student, problem)
+    now = timezone.now()
+    [job] = claim(identity, now=now)
+    live, stale = RenewItem(job.pk, job.lease_epoch), RenewItem(job.pk, job.lease_epoch - 1)
+    items = [stale, live] if stale_first else [live, stale]
+    later = now + timedelta(seconds=10)
+
+    answers = lease_renew(identity=identity, items=items, now=later)
+
+    by_epoch = dict(zip([i.lease_epoch for i in items], answers))
+    assert by_epoch[job.lease_epoch]["ok"] is True
+    assert by_epoch[job.lease_epoch - 1] == {"jobId": job.pk, "ok": False, "error": "lease_lost"}
+    job.refresh_from_db()
+    assert job.lease_until > now + timedelta(seconds=55)  # the live lease was renewed from `later`
+
+
 def test_a_new_session_releases_the_old_sessions_leases_at_once(student, problem, node_a):
     node, old_identity = node_a
     submit(student, problem)

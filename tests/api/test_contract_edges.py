@@ -1,0 +1,92 @@
+"""Corners of API.md that a client written strictly against it relies on: the answer's
+format whatever Accept says, capped waits, chunked bodies, pages that do not exist, and
+the error envelope for requests Django refuses before any view."""
+
+import json
+
+import pytest
+import requests
+from django.test import Client
+
+from tests.api.helpers import error_of, make_admin, token_client
+from tests.factories import UserFactory, make_node, make_problem
+from tests.judging.helpers import submit
+from tests.live import NodeClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INTERNAL = "/api/v1/internal/judgers/"
+
+
+def node_headers(node) -> dict:
+    return {"Authorization": f"Bearer {node.secret}", "X-Judge-Session": str(node.session_epoch)}
+
+
+@pytest.fixture
+def leased_job(server):
+    node, _ = make_node(pool="python")
+    submit(UserFactory(), make_problem(languages=("python",)), code="print(7)")
+    agent = NodeClient(server.url, credential=node.secret, session=node.session_epoch)
+    [job] = agent.claim(free_slots=1, wait_ms=2000).json()["jobs"]
+    return node, job
+
+
+@pytest.mark.mariadb
+def test_an_artifact_is_sent_to_a_client_that_accepts_only_bytes(server, leased_job):
+    node, job = leased_job
+    path = f"{INTERNAL}jobs/{job['jobId']}/artifacts/{job['source']['digest']}"
+    headers = {**node_headers(node), "X-Judge-Lease": str(job["leaseEpoch"])}
+
+    download = requests.get(server.url + path, headers={**headers, "Accept": "application/octet-stream"}, timeout=10)
+    assert download.status_code == 200 and download.content == b"print(7)"
+    assert download.headers["Content-Type"] == "application/octet-stream"
+    # Its refusals stay in the JSON envelope, whatever the client asked for.
+    stale = requests.get(server.url + path, headers={**headers, "X-Judge-Lease": "9",
+                                                      "Accept": "application/octet-stream"}, timeout=10)
+    assert (stale.status_code, stale.json()["error"]) == (409, "lease_lost")
+
+
+@pytest.mark.mariadb
+def test_a_wait_far_above_the_servers_limit_is_capped_not_refused(server):
+    node, _ = make_node(pool="python")
+    submit(UserFactory(), make_problem(languages=("python",)))
+    answer = requests.post(server.url + INTERNAL + "jobs/claim", json={"freeSlots": 1, "waitMs": 2**40},
+                           headers=node_headers(node), timeout=30)
+    assert answer.status_code == 200 and len(answer.json()["jobs"]) == 1
+
+
+def chunks(data: bytes, size: int = 4096):
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
+@pytest.mark.mariadb
+def test_a_chunked_body_is_read_and_held_to_the_size_limit(server):
+    node, _ = make_node(pool="python")
+    body = {"agentVersion": "test", "runtimeSpec": "python-r1", "localSlots": 4, "running": 0,
+            "health": {"ok": True, "checks": {}}}
+    url = server.url + INTERNAL + "heartbeat"
+    # A generator body goes out with Transfer-Encoding: chunked and no Content-Length.
+    beat = requests.post(url, data=chunks(json.dumps(body).encode()), timeout=10,
+                         headers={**node_headers(node), "Content-Type": "application/json"})
+    assert beat.status_code == 200, beat.text
+    assert beat.json()["desiredState"] == "ENABLED"
+
+    huge = {**body, "agentVersion": "x" * (1024 * 1024 + 10)}
+    refused = requests.post(url, data=chunks(json.dumps(huge).encode()), timeout=10,
+                            headers={**node_headers(node), "Content-Type": "application/json"})
+    assert (refused.status_code, refused.json()["error"]) == (413, "too_large")
+
+
+@pytest.mark.parametrize("page", ["abc", "0", "99"])
+def test_a_page_that_does_not_exist_is_an_invalid_field_not_an_unknown_route(page):
+    make_node(pool="python")
+    response = token_client(make_admin()).get("/api/v1/admin/judgers", {"page": page})
+    assert error_of(response) == (400, "invalid")
+    assert "page" in response.json()["fields"]
+
+
+def test_a_host_the_server_does_not_serve_gets_the_error_envelope():
+    response = Client(HTTP_HOST="evil.example").get("/api/v1/system/judgers/summary")
+    assert error_of(response) == (400, "invalid")
+    assert response["Content-Type"] == "application/json"
