@@ -61,11 +61,17 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     return answers
 
 
+def was_leased_to(job, node_id: int, lease_epoch: int) -> bool:
+    """Whether the job's latest lease is the one named, and was this node's. Only its
+    holder learns that a job was cancelled or replaced; to anyone else the lease is simply
+    not theirs."""
+    return job is not None and job.last_node_id == node_id and job.lease_epoch == lease_epoch
+
+
 def _refusal(job, identity: NodeIdentity, item: RenewItem) -> str:
-    """Why a renew item is refused: `cancelled` tells the node to stop at once, and only
-    the holder of that lease learns it; otherwise the lease is simply no longer its own."""
-    cancelled = (job is not None and job.state == JobState.CANCELLED and job.last_node_id == identity.node_id
-                 and job.lease_epoch == item.lease_epoch)
+    """Why a renew item is refused: `cancelled` tells the node to stop at once."""
+    cancelled = job is not None and job.state == JobState.CANCELLED and was_leased_to(
+        job, identity.node_id, item.lease_epoch)
     return "cancelled" if cancelled else "lease_lost"
 
 

@@ -13,6 +13,7 @@ from judging.locking import lock_host_group, lock_job, lock_node, lock_submissio
 from judging.models import JobKind, JobState, Verdict
 from judging.services import job_meta, outcomes
 from judging.services.claim import ClaimResult, claim_locked, node_host_group_id
+from judging.services.leases import was_leased_to
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 
@@ -178,7 +179,9 @@ def _check_and_apply(job, node, submission, identity: NodeIdentity, request: Set
     if job.state == JobState.CANCELLED or (
         job.kind == JobKind.JUDGE and (submission is None or submission.current_judge_job_id != job.pk)
     ):
-        raise Superseded()
+        if was_leased_to(job, node.pk, request.lease_epoch):
+            raise Superseded()
+        raise LeaseLost()
     if (
         job.state != JobState.RUNNING or job.node_id != node.pk or job.lease_epoch != request.lease_epoch
         or job.session_epoch != identity.session_epoch or job.lease_until is None or job.lease_until <= now

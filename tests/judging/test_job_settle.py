@@ -91,6 +91,18 @@ def test_a_renew_batch_answers_each_item_even_when_a_job_repeats(student, proble
     assert job.lease_until > now + timedelta(seconds=55)  # the live lease was renewed from `later`
 
 
+def test_only_the_lease_holder_learns_that_its_job_was_replaced(student, problem, node_a, node_b):
+    _, identity_a = node_a
+    _, identity_b = node_b
+    submission = submit(student, problem)
+    [old] = claim(identity_a)
+    submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    with pytest.raises(LeaseLost):
+        settle(identity_b, judged(old))
+    with pytest.raises(Superseded):
+        settle(identity_a, judged(old))
+
+
 def test_a_new_session_releases_the_old_sessions_leases_at_once(student, problem, node_a):
     node, old_identity = node_a
     submit(student, problem)
