@@ -1,9 +1,11 @@
 """Shared HTTP plumbing: JSON-only views whose errors all use the contract's envelope."""
 
+import io
+import re
 from datetime import timezone as dt_timezone
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import NotAcceptable, ParseError
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -22,14 +24,54 @@ def check_body_size(request) -> None:
         raise TooLarge(f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate_in(raw: bytes, data) -> bool:
+    """Whether parsed JSON holds a string that is not valid Unicode: an escaped surrogate
+    (`\\ud800`) without its pair. Nothing could store or echo such a string. Only bodies
+    that escape a surrogate at all are searched."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return False
+    pending = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
+
+
 class ContractJSONParser(JSONParser):
-    """DRF's parser, with JSON nested deeper than Python can parse answered as malformed."""
+    """DRF's parser, with JSON nested deeper than Python can parse, integers longer than it
+    converts, and strings that are not valid Unicode answered as malformed."""
 
     def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(io.BytesIO(raw), media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
+        if lone_surrogate_in(raw, data):
+            raise ParseError("JSON parse error - a string is not valid Unicode (lone surrogate)")
+        return data
+
+
+class LenientNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, falling back to the view's first format instead of 406."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            return renderers[0], renderers[0].media_type
 
 
 class FirstRenderer(BaseContentNegotiation):

@@ -23,10 +23,52 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
+from judging.api.bare import send_json  # noqa: E402
+from kece.errors import TooLarge  # noqa: E402
+
+
+def _declared_length(scope) -> int:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _capped(receive, limit: int):
+    """`receive`, ending the body once it has passed `limit` bytes: what is kept is enough
+    to refuse it as too large, and no more is read."""
+    received = 0
+
+    async def capped_receive():
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                return {**message, "more_body": False}
+        return message
+
+    return capped_receive
+
 
 class ContractASGIHandler(ASGIHandler):
-    """Django's ASGI handler, with the length of a chunked body filled in: DRF reads no
-    body that comes without Content-Length, and the 1 MiB limit is checked against it."""
+    """Django's ASGI handler, held to the contract's 1 MiB body limit under /api/: a body
+    declared larger is refused before it is read, a chunked one once it passes the limit,
+    and the length of a chunked body is filled in (DRF reads no body that comes without
+    Content-Length, and the limit is checked against it)."""
+
+    async def handle(self, scope, receive, send):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if scope.get("path", "").startswith("/api/"):
+            if _declared_length(scope) > limit:
+                error = TooLarge(f"The body is larger than {limit} bytes.")
+                await send_json(send, error.status, error.envelope())
+                return
+            receive = _capped(receive, limit)
+        await super().handle(scope, receive, send)
 
     def create_request(self, scope, body_file):
         request, error_response = super().create_request(scope, body_file)

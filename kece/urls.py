@@ -1,7 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path, register_converter
-from drf_spectacular.views import SpectacularAPIView
 
 from judging.api import admin as submission_admin
 from judging.api import submissions
@@ -34,7 +33,7 @@ urlpatterns = [
     path("api/v1/submissions", submissions.SubmitView.as_view()),
     path("api/v1/submissions/<subtype:submission_type>/<id:submission_id>", submissions.SubmissionView.as_view()),
     path("api/v1/system/judgers/summary", pool_views.SummaryView.as_view()),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", views.SchemaView.as_view(), name="schema"),
     path("api/docs/", views.api_docs, name="api-docs"),
     path("django-admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

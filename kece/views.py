@@ -1,8 +1,10 @@
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.views import SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.renderers import JSONRenderer
 
+from kece.api import LenientNegotiation
 from kece.permissions import MANAGE_JUDGERS
 
 
@@ -39,6 +41,18 @@ def server_error(request):
         return JsonResponse({"error": "unavailable", "detail": "The server could not answer; retry later."},
                             status=503, headers={"Retry-After": "5"})
     return HttpResponse("<!doctype html><title>Error</title><h1>Something went wrong</h1>", status=500)
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema (YAML, or JSON with ?format=json); its errors, like every other
+    under /api/, are JSON in the contract's envelope."""
+
+    content_negotiation_class = LenientNegotiation
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if response.status_code >= 400:
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 # The API reference for admins, served with the bundled Swagger UI (no outside CDN).

@@ -17,6 +17,7 @@ from django.utils import timezone
 from judging.identity import credential_digest
 from judging.services.settle import RELEASED, SettleRequest, job_settle
 from judging.waiting import run_db
+from kece.api import lone_surrogate_in
 from kece.errors import DomainError, Invalid, TooLarge
 from nodes.auth import bearer_secret, lookup_for_waiting, parse_session
 
@@ -29,10 +30,12 @@ def parse_json(body: bytes, serializer_class, fast=None) -> dict:
         raise TooLarge()
     try:
         data = json.loads(body.decode("utf-8") or "null")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
         raise Invalid(f"Malformed JSON: {exc}") from exc
     except RecursionError:
         raise Invalid("Malformed JSON: nested too deeply") from None
+    if lone_surrogate_in(body, data):
+        raise Invalid("Malformed JSON: a string is not valid Unicode (lone surrogate)")
     if fast is not None:
         validated = fast(data)
         if validated is not None:

@@ -90,3 +90,61 @@ def test_a_host_the_server_does_not_serve_gets_the_error_envelope():
     response = Client(HTTP_HOST="evil.example").get("/api/v1/system/judgers/summary")
     assert error_of(response) == (400, "invalid")
     assert response["Content-Type"] == "application/json"
+
+
+@pytest.mark.mariadb
+def test_a_number_too_long_to_convert_is_malformed_on_the_hot_calls_too(server):
+    node, _ = make_node(pool="python")
+    huge = "1" + "0" * 5000
+    for path in ("jobs/claim", "jobs/1/result"):
+        answer = requests.post(server.url + INTERNAL + path, data=f'{{"freeSlots": {huge}}}', timeout=10,
+                               headers={**node_headers(node), "Content-Type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]) == (400, "invalid"), path
+
+
+@pytest.mark.mariadb
+def test_a_string_that_is_not_valid_unicode_is_malformed_wherever_it_is(server):
+    node, _ = make_node(pool="python")
+    heartbeat = ('{"agentVersion": "t", "runtimeSpec": "python-r1", "localSlots": 4, "running": 0,'
+                 ' "health": {"ok": true, "checks": {"\\ud800": true}}}')
+    renew = '{"leases": [{"jobId": 1, "leaseEpoch": 1, "progress": {"phase": "\\ud800"}}]}'
+    result = '{"leaseEpoch": 1, "outcome": "JUDGED", "verdict": "\\udfff"}'
+    for path, body in (("heartbeat", heartbeat), ("jobs/renew", renew), ("jobs/1/result", result)):
+        answer = requests.post(server.url + INTERNAL + path, data=body, timeout=10,
+                               headers={**node_headers(node), "Content-Type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]) == (400, "invalid"), path
+    # A surrogate pair is one valid character and is accepted.
+    paired = heartbeat.replace("\\ud800", "\\ud83d\\ude00")
+    assert requests.post(server.url + INTERNAL + "heartbeat", data=paired, timeout=10,
+                         headers={**node_headers(node), "Content-Type": "application/json"}).status_code == 200
+
+
+def test_the_schemas_errors_are_in_the_envelope_and_any_accept_gets_the_schema():
+    client = Client()
+    refused = client.post("/api/schema/")
+    assert error_of(refused) == (405, "method_not_allowed")
+    assert refused["Content-Type"] == "application/json"
+    schema = client.get("/api/schema/", HTTP_ACCEPT="text/html")
+    assert schema.status_code == 200 and b"openapi:" in schema.content
+
+
+@pytest.mark.mariadb
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(server):
+    import socket
+    from urllib.parse import urlsplit
+
+    node, _ = make_node(pool="python")
+    address = urlsplit(server.url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        request = (f"POST {INTERNAL}heartbeat HTTP/1.1\r\nHost: {address.hostname}\r\n"
+                   f"Authorization: Bearer {node.secret}\r\nX-Judge-Session: {node.session_epoch}\r\n"
+                   "Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n")
+        sock.sendall(request.encode())  # and none of the five megabytes
+        answer = b""
+        while b'"too_large"' not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert b'"too_large"' in answer
