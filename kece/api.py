@@ -5,8 +5,9 @@ import re
 from datetime import timezone as dt_timezone
 
 from django.conf import settings
+from django.http import Http404
 from rest_framework.exceptions import NotAcceptable, ParseError
-from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
@@ -65,24 +66,15 @@ class ContractJSONParser(JSONParser):
 
 
 class LenientNegotiation(DefaultContentNegotiation):
-    """DRF's negotiation, falling back to the view's first format instead of 406."""
+    """DRF's negotiation, falling back to the view's first format instead of refusing
+    (406, or 404 for an unknown ?format=): each view answers in the format the contract
+    gives it (JSON; an artifact's bytes; the schema's YAML unless JSON is asked for)."""
 
     def select_renderer(self, request, renderers, format_suffix=None):
         try:
             return super().select_renderer(request, renderers, format_suffix)
-        except NotAcceptable:
+        except (NotAcceptable, Http404):
             return renderers[0], renderers[0].media_type
-
-
-class FirstRenderer(BaseContentNegotiation):
-    """Each view answers in the one format the contract gives it (JSON; the bytes of an
-    artifact), whatever the client's Accept header asks for: not 406."""
-
-    def select_parser(self, request, parsers):
-        return DefaultContentNegotiation().select_parser(request, parsers)
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
 
 
 class ContractView(APIView):
@@ -90,7 +82,7 @@ class ContractView(APIView):
 
     parser_classes = [ContractJSONParser]
     renderer_classes = [JSONRenderer]
-    content_negotiation_class = FirstRenderer
+    content_negotiation_class = LenientNegotiation
 
     def initial(self, request, *args, **kwargs):
         check_body_size(request)

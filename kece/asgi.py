@@ -37,38 +37,39 @@ def _declared_length(scope) -> int:
     return 0
 
 
-def _capped(receive, limit: int):
-    """`receive`, ending the body once it has passed `limit` bytes: what is kept is enough
-    to refuse it as too large, and no more is read."""
+def _refusing_past(receive, limit: int):
+    """`receive`, raising TooLarge once the body has passed `limit` bytes (no more is read)."""
     received = 0
 
-    async def capped_receive():
+    async def receive_within_limit():
         nonlocal received
         message = await receive()
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > limit:
-                return {**message, "more_body": False}
+                raise TooLarge(f"The body is larger than {limit} bytes.")
         return message
 
-    return capped_receive
+    return receive_within_limit
 
 
 class ContractASGIHandler(ASGIHandler):
-    """Django's ASGI handler, held to the contract's 1 MiB body limit under /api/: a body
-    declared larger is refused before it is read, a chunked one once it passes the limit,
-    and the length of a chunked body is filled in (DRF reads no body that comes without
-    Content-Length, and the limit is checked against it)."""
+    """Django's ASGI handler, held to the contract's 1 MiB body limit under /api/ (a body
+    declared larger is refused before it is read, a chunked one once it passes the limit),
+    and with the length of a chunked body filled in: DRF reads no body that comes without
+    Content-Length."""
 
     async def handle(self, scope, receive, send):
+        if not scope.get("path", "").startswith("/api/"):
+            return await super().handle(scope, receive, send)
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if scope.get("path", "").startswith("/api/"):
+        try:
             if _declared_length(scope) > limit:
-                error = TooLarge(f"The body is larger than {limit} bytes.")
-                await send_json(send, error.status, error.envelope())
-                return
-            receive = _capped(receive, limit)
-        await super().handle(scope, receive, send)
+                raise TooLarge(f"The body is larger than {limit} bytes.")
+            # Only the body is read through this `receive` before a response starts.
+            await super().handle(scope, _refusing_past(receive, limit), send)
+        except TooLarge as error:
+            await send_json(send, error.status, error.envelope())
 
     def create_request(self, scope, body_file):
         request, error_response = super().create_request(scope, body_file)

@@ -12,35 +12,35 @@ def _is_api(request) -> bool:
     return request.path.startswith("/api/")
 
 
-# Exempt: routing comes before authentication (API.md), so an unknown API path is a 404 in
-# the envelope for every method; without this the CSRF middleware answers an unsafe
-# request to it with Django's HTML 403 page first.
-@csrf_exempt
-def not_found(request, exception=None):
+def _error(request, status: int, code: str, detail: str, title: str, headers=None):
+    """The contract's envelope under /api/, a small page elsewhere."""
     if _is_api(request):
-        return JsonResponse({"error": "not_found", "detail": "No such route."}, status=404)
-    return HttpResponse("<!doctype html><title>Not found</title><h1>Not found</h1>", status=404)
+        return JsonResponse({"error": code, "detail": detail}, status=status, headers=headers)
+    return HttpResponse(f"<!doctype html><title>{title}</title><h1>{title}</h1>", status=status)
 
 
 def bad_request(request, exception=None):
     # Reached for requests Django refuses before any view, such as a Host header that is
     # not in ALLOWED_HOSTS.
-    if _is_api(request):
-        return JsonResponse({"error": "invalid", "detail": "Bad request."}, status=400)
-    return HttpResponse("<!doctype html><title>Bad request</title><h1>Bad request</h1>", status=400)
+    return _error(request, 400, "invalid", "Bad request.", "Bad request")
 
 
 def forbidden(request, exception=None):
-    if _is_api(request):
-        return JsonResponse({"error": "forbidden", "detail": "You may not do this."}, status=403)
-    return HttpResponse("<!doctype html><title>Forbidden</title><h1>Forbidden</h1>", status=403)
+    return _error(request, 403, "forbidden", "You may not do this.", "Forbidden")
+
+
+# Exempt: routing comes before authentication (API.md), so an unknown API path is a 404 in
+# the envelope for every method; without this the CSRF middleware answers an unsafe
+# request to it with Django's HTML 403 page first.
+@csrf_exempt
+def not_found(request, exception=None):
+    return _error(request, 404, "not_found", "No such route.", "Not found")
 
 
 def server_error(request):
-    if _is_api(request):
-        return JsonResponse({"error": "unavailable", "detail": "The server could not answer; retry later."},
-                            status=503, headers={"Retry-After": "5"})
-    return HttpResponse("<!doctype html><title>Error</title><h1>Something went wrong</h1>", status=500)
+    status = 503 if _is_api(request) else 500  # the contract has no 500: a failure is "retry later"
+    return _error(request, status, "unavailable", "The server could not answer; retry later.",
+                  "Something went wrong", headers={"Retry-After": "5"})
 
 
 class SchemaView(SpectacularAPIView):
