@@ -12,7 +12,9 @@ The simulated judge only sleeps. Prints:
      arriving as they did, how long until every slot is busy, what a result post costs
      during the burst, and the same burst shape on one slot alone (40 jobs), whose ratio
      is the cost of one request per job with nothing competing; from both, the best ratio
-     the burst could reach if each of its result posts cost no more than one alone does;
+     the burst could reach if each of its result posts cost no more than one alone does.
+     Then the same 300 jobs already queued when the nodes start (a backlog, a rejudge),
+     which takes the submissions out of the ratio: what is left is the dispatcher's;
   3. database statements per second while 50 and while 200 nodes wait on an empty queue
      (target: bounded by the pools, not the number of nodes), counted for the web process's
      and the worker's own MariaDB users, so that nothing else on the database is included.
@@ -48,6 +50,7 @@ class Timeline:
     received: dict = field(default_factory=dict)
     posted: dict = field(default_factory=dict)
     done: dict = field(default_factory=dict)
+    nodes_started: float = 0.0  # when the simulated nodes sent their first claims
 
 
 class SimNode:
@@ -181,6 +184,7 @@ async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario):
         http = NodeHttp(session, base_url)
         sims = [SimNode(http, n, slots, judge_seconds, timeline) for n in nodes]
         stop = asyncio.Event()
+        timeline.nodes_started = time.perf_counter()
         runners = [asyncio.create_task(s.run(stop)) for s in sims]
         try:
             return await scenario(timeline)
@@ -312,6 +316,36 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         submitter.join(10)
 
 
+async def queued_burst(base_url, users, problem, jobs, nodes_count, slots, judge_seconds, server_pid) -> Burst:
+    """The same burst already queued when the nodes start (a backlog when nodes come back,
+    or a rejudge): every job has arrived at the start, so the ratio is the dispatcher's
+    alone, with no submission in the way."""
+    nodes = await asyncio.to_thread(make_nodes, nodes_count, slots)
+
+    def submit_all():
+        from django.db import connection
+
+        try:
+            return [submit_one(users[i % len(users)], problem) for i in range(jobs)]
+        finally:
+            connection.close()
+
+    job_ids = await asyncio.to_thread(submit_all)
+    cpu_before = cpu_seconds(server_pid)
+
+    async def scenario(timeline):
+        start = timeline.nodes_started
+        while len([j for j in job_ids if j in timeline.done]) < jobs:
+            await asyncio.sleep(0.01)
+        first_jobs = sorted(timeline.received[j] for j in job_ids)[:nodes_count * slots]
+        return Burst(makespan=max(timeline.done[j] for j in job_ids) - start, slots=nodes_count * slots,
+                     judge_seconds=judge_seconds, server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / jobs,
+                     fill=first_jobs[-1] - start, arrivals=[0.0] * jobs,
+                     result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids])
+
+    return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
+
+
 def all_statements() -> dict:
     return {user: statements(user) for user in (WEB_USER, WORKER_USER)}
 
@@ -391,6 +425,9 @@ def main():
         bursts = [asyncio.run(burst(base, students, problem, 300, 4, 4, 0.2, server.process.pid))
                   for _ in range(1 if args.quick else 3)]
         median = sorted(bursts, key=lambda b: b.ratio)[len(bursts) // 2]
+        queued = [asyncio.run(queued_burst(base, students, problem, 300, 4, 4, 0.2, server.process.pid))
+                  for _ in range(1 if args.quick else 3)]
+        queued_median = sorted(queued, key=lambda b: b.ratio)[len(queued) // 2]
         # The same on one slot: nothing competes with its result posts, so its ratio is what
         # one request per job costs by itself on this machine.
         alone = asyncio.run(burst(base, students, problem, 40, 1, 1, 0.2, server.process.pid))
@@ -414,6 +451,13 @@ def main():
           f" (a slot's cycle is judge + one result post: this is that post's cost with nothing competing)")
     print(f"    if every result post of the burst cost what it costs one slot alone, the burst's ratio could be no"
           f" better than {median.bound(alone_post):.3f}: this machine's floor for it")
+    queued_posts = queued_median.result_posts
+    print(f"    the same 300 jobs already queued when the nodes start (a backlog, a rejudge): ratio"
+          f" {queued_median.ratio:.3f} (median of {', '.join(f'{b.ratio:.3f}' for b in queued)}), every slot busy"
+          f" {ms(queued_median.fill)} after the first claim; result post p50 {ms(percentile(queued_posts, 50))},"
+          f" mean {ms(sum(queued_posts) / len(queued_posts))};\n    its floor (no arrivals in the way, each post as"
+          f" fast as one alone): {queued_median.bound(alone_post):.3f}; with posts that cost nothing:"
+          f" {queued_median.bound():.3f}")
     print(f"    server CPU per job (its claim share, result post, wake-ups): {ms(median.server_cpu_per_job)};"
           f" at 16 slots x 5 jobs/s that is {median.server_cpu_per_job * 80:.2f} of a core for the one web process"
           f" ({os.cpu_count()} cores here, shared with MariaDB, the worker and the simulated nodes)")
