@@ -201,6 +201,10 @@ class JudgeJob(models.Model):
     lease_epoch = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # The job whose result post carried the claim that leased this one, until the node
+    # renews it: a repeated post of that result (its answer was lost) gets this job again
+    # instead of leaving it to wait out its lease.
+    carried_by_job_id = models.BigIntegerField(null=True, blank=True)
     progress_phase = models.CharField(max_length=16, blank=True, default="")
     progress_testcase = models.PositiveIntegerField(null=True, blank=True)
     result_digest = models.CharField(max_length=64, blank=True, default="")

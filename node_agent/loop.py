@@ -414,12 +414,18 @@ class Agent:
 
     def start_job(self, job: dict, session: Session, received: float) -> None:
         jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000)
+        with self.lock:
+            running = self.jobs.get(jr.job_id)
+            if running is not None and running.lease_epoch == jr.lease_epoch:
+                # The server sent a lease this node already runs (an answer it thought lost
+                # did arrive): one run per lease.
+                jr.log.info("already running; not started again")
+                return
+            self.jobs[jr.job_id] = jr
+            current = self.session is not None and self.session.epoch == session.epoch
         jr.log.info("claimed", kind=job.get("kind"),
                     submission=f"{job.get('submissionType')}/{job.get('submissionId')}",
                     cases=len(job.get("cases") or []), lease_ms=job.get("leaseRemainingMs"))
-        with self.lock:
-            self.jobs[jr.job_id] = jr
-            current = self.session is not None and self.session.epoch == session.epoch
         if not current:
             # Leased by a session that was superseded while the claim was in flight: the
             # server already took these leases back.

@@ -253,5 +253,7 @@ def result_in_fast(data) -> dict | None:
 
 class ResultOut(serializers.Serializer):
     status = serializers.ChoiceField(choices=["settled", "duplicate", "requeued", "failed"])
-    jobs = JobOut(many=True, required=False, help_text="Only when the request carried `claim`.")
+    jobs = JobOut(many=True, required=False, help_text=(
+        "Only when the request carried `claim`. On a `duplicate`, first the jobs the earlier answer to this "
+        "result held, if the node has not renewed them (that answer was lost), under the same leases."))
     desiredState = serializers.CharField(required=False, help_text="Only when the request carried `claim`.")

@@ -7,7 +7,8 @@ Both run `serve_result`.
 
 A result may carry the node's next claim (`claim: {freeSlots}`, an optional field): once
 the result is accepted, up to freeSlots jobs are leased without waiting and returned in
-`jobs`. A busy node then needs one request per job instead of two.
+`jobs`. A busy node then needs one request per job instead of two. The same post again
+(its answer was lost) is a `duplicate` whose `jobs` are the ones that answer held.
 """
 
 import logging

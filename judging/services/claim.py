@@ -7,7 +7,7 @@ from django.db import connection, transaction
 
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
-from judging.models import JobState
+from judging.models import JobState, JudgeJob
 from judging.services import job_meta
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
@@ -91,8 +91,9 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
-def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
-    """The claim itself, with host group and node locked (exclusively) by the caller."""
+def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = None) -> ClaimResult:
+    """The claim itself, with host group and node locked (exclusively) by the caller.
+    `carried_by`: the job whose result post carries this claim (see `carried_jobs`)."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
         result.reason = "no_free_slots"
@@ -120,7 +121,7 @@ def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
     lease = dict(
         state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,
         session_epoch=node.session_epoch, lease_until=now + lease_ttl(), started_at=now,
-        progress_phase="", progress_testcase=None, wait_reason="", error="",
+        progress_phase="", progress_testcase=None, wait_reason="", error="", carried_by_job_id=carried_by,
     )
     update_locked_jobs([job.pk for job in jobs], increment=("lease_epoch", "attempts"), **lease)
     # The rows are locked, so what was read plus what was written is what is committed.
@@ -135,3 +136,13 @@ def claim_locked(node, group, *, free_slots: int, now) -> ClaimResult:
         logger.info("job leased", extra={"job": job.pk, "lease": job.lease_epoch, "node": node.pk,
                                           "pool": node.pool, "attempt": job.attempts})
     return result
+
+
+def carried_jobs(node, *, session_epoch: int, carried_by: int, now) -> list:
+    """The node's live leases that the claim carried on `carried_by`'s result post leased
+    and the node has not renewed since: when that post comes again, its first answer was
+    lost, and these are what the answer held. With the node locked exclusively by the
+    caller nothing of this node's can change them; a lease that ran out is not sent."""
+    return list(JudgeJob.objects.filter(
+        node_id=node.pk, state=JobState.RUNNING, carried_by_job_id=carried_by, session_epoch=session_epoch,
+        lease_until__gt=now).order_by("id"))

@@ -53,7 +53,8 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
             if not _holds_live_lease(job, identity, item.lease_epoch, now):
                 answers.append({"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)})
                 continue
-            values = {"lease_until": until}
+            # Renewed: the node has the job, so a repeated result post need not send it again.
+            values = {"lease_until": until, "carried_by_job_id": None}
             if item.phase in JobPhase.values:
                 values.update(progress_phase=item.phase, progress_testcase=item.testcase)
             update_locked_jobs([item.job_id], **values)

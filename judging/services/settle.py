@@ -12,7 +12,7 @@ from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_host_group, lock_job, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
 from judging.services import job_meta, outcomes
-from judging.services.claim import ClaimResult, claim_locked, node_host_group_id
+from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id
 from judging.services.leases import was_leased_to
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
@@ -110,7 +110,9 @@ def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
     A refused result leases nothing. Neither does a RELEASED one (the node is giving work
     back) nor a diagnostic one (its verdict may have just changed whether the node may
     judge): their claim is empty, and the node's long-poll claim takes the slot. The
-    settled job itself is never handed back. The claim is None (not attempted) only if
+    settled job itself is never handed back. A `duplicate` (the same post again: its answer
+    was lost) first gets back the jobs that answer held, if the node has not renewed them
+    (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None (not attempted) only if
     the node's host group is not the one it authenticated with: the caller claims on its
     own then."""
     return _settle(identity, request, now=now, claim_slots=free_slots)
@@ -160,7 +162,15 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
         if group is not None and node.host_group_id != group.pk:
             claim = None  # moved to another host group meanwhile: the caller claims on its own
         elif group is not None:
-            claim = claim_locked(node, group, free_slots=claim_slots, now=now)
+            # A repeated post whose first answer was lost: the jobs that answer held come
+            # again, rather than waiting out their leases while they hold the node's slots.
+            again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=job.pk,
+                                 now=now) if status == "duplicate" else []
+            claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk)
+            claim.jobs = again + claim.jobs
+            if again:
+                logger.info("carried jobs sent again", extra={"job": job.pk, "node": node.pk,
+                                                              "jobs": [j.pk for j in again]})
         if status != "duplicate" and not (claim and claim.jobs):
             # A slot of this node and host group is free again (unless the carried claim
             # took it back): a waiting claim that was refused as full may now take work.

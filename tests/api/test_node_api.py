@@ -205,13 +205,19 @@ def _judged_body(job, **extra) -> dict:
             "memoryKb": 512, "compileOutput": "", "cases": cases, **extra}
 
 
-def test_a_result_can_carry_the_next_claim_within_the_nodes_slots(server):
-    node, _ = make_node(pool="python", max_slots=2)
+def _busy_python_node(server, *, slots: int, queued: int):
+    """A python node with `slots` slots, all leased, and more work queued behind them:
+    (node, its client, the jobs it holds)."""
+    node, _ = make_node(pool="python", max_slots=slots)
     agent = client_for(server, node)
     problem = make_problem(languages=("python",))
-    for _ in range(4):
+    for _ in range(slots + queued):
         submit(UserFactory(), problem)
-    first, second = agent.claim(free_slots=2, wait_ms=2000).json()["jobs"]
+    return node, agent, agent.claim(free_slots=slots, wait_ms=2000).json()["jobs"]
+
+
+def test_a_result_can_carry_the_next_claim_within_the_nodes_slots(server):
+    node, agent, (first, second) = _busy_python_node(server, slots=2, queued=2)
 
     # The slot the first job frees is filled by the answer to its result post.
     answer = agent.result(first["jobId"], _judged_body(first, claim={"freeSlots": 2}))
@@ -235,6 +241,20 @@ def test_a_result_can_carry_the_next_claim_within_the_nodes_slots(server):
     again = agent.result(second["jobId"], _judged_body(second, claim={"freeSlots": 1})).json()
     assert again["status"] == "duplicate" and len(again["jobs"]) == 1
     assert JudgeJob.objects.filter(node_id=node.pk, state="RUNNING").count() == 2
+
+
+def test_a_result_posted_again_after_its_answer_was_lost_gets_the_same_jobs(server):
+    node, agent, [job] = _busy_python_node(server, slots=1, queued=2)
+    body = _judged_body(job, claim={"freeSlots": 1})
+    lost = agent.result(job["jobId"], body).json()  # never reaches the node
+    again = agent.result(job["jobId"], body).json()
+
+    def lease(jobs):
+        return [{k: v for k, v in j.items() if k != "leaseRemainingMs"} for j in jobs]
+
+    assert again["status"] == "duplicate"
+    assert lease(again["jobs"]) == lease(lost["jobs"]) and len(again["jobs"]) == 1
+    assert JudgeJob.objects.filter(node_id=node.pk, state="RUNNING").count() == 1
 
 
 def test_a_carried_claim_gives_a_draining_node_no_work(server):

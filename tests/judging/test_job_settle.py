@@ -272,6 +272,47 @@ def test_a_refused_result_leases_nothing_even_when_it_carries_a_claim(student, p
     assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 0
 
 
+def test_a_repeated_result_gets_back_the_jobs_its_lost_answer_held(student, problem, node_a):
+    from judging.services.settle import job_settle_and_claim
+
+    node, identity = node_a  # two slots
+    for _ in range(3):
+        submit(student, problem)
+    [job] = claim(identity)
+    status, carried = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(), free_slots=1)
+    [next_job] = carried.jobs
+    # The answer never reached the node, which posts the same result again: the job that
+    # answer leased comes back under the same lease, and nothing more is leased for the slot.
+    status, again = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(), free_slots=1)
+    assert status == "duplicate"
+    assert [(j.pk, j.lease_epoch) for j in again.jobs] == [(next_job.pk, next_job.lease_epoch)]
+    assert list(JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING).values_list("pk", flat=True)) == [
+        next_job.pk]
+
+    # Once the node has renewed it, the node has it: a later repeat leases the slot anew.
+    [renewed] = lease_renew(identity=identity, items=[RenewItem(next_job.pk, next_job.lease_epoch)],
+                            now=timezone.now())
+    assert renewed["ok"]
+    status, later = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(), free_slots=1)
+    assert status == "duplicate" and [j.pk for j in later.jobs] != [next_job.pk]
+    assert JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING).count() == 2
+
+
+def test_a_repeated_result_does_not_send_again_what_the_node_no_longer_holds(student, problem, node_a):
+    from judging.services.settle import job_settle_and_claim
+
+    node, identity = node_a
+    submit(student, problem)
+    submit(student, problem)
+    [job] = claim(identity)
+    _, carried = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(), free_slots=1)
+    [next_job] = carried.jobs
+    # Its lease ran out: a repeat must not hand out a lease that is no longer live.
+    JudgeJob.objects.filter(pk=next_job.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    status, again = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(), free_slots=1)
+    assert status == "duplicate" and next_job.pk not in [j.pk for j in again.jobs]
+
+
 def test_a_result_carrying_a_claim_never_gets_its_own_job_back(student, problem, node_a, settings):
     from judging.services.settle import job_settle_and_claim
 

@@ -95,10 +95,11 @@ def _node_actor(soak, node, identity_box):
                 request = (judged(job, verdict=rng.choice(["AC", "WA", "TLE"])) if roll < 0.85
                            else infra_error(job) if roll < 0.95 else released(job))
                 held.pop(job.pk)
+                carries = rng.randint(1, 2) if rng.random() < 0.5 else 0  # the result carries the next claim
                 try:
-                    if rng.random() < 0.5:  # the result carries the next claim
+                    if carries:
                         status, carried = job_settle_and_claim(identity=identity, request=request,
-                                                               now=timezone.now(), free_slots=rng.randint(1, 2))
+                                                               now=timezone.now(), free_slots=carries)
                         for leased in carried.jobs if carried else []:
                             held[leased.pk] = leased
                             soak.count("claimed:carried")
@@ -112,7 +113,14 @@ def _node_actor(soak, node, identity_box):
                     with soak.lock:
                         soak.effective.append(((job.submission_type, job.submission_id), job.generation))
                 if rng.random() < 0.3:  # the response was "lost": post the same result again
-                    again = job_settle(identity=identity, request=request, now=timezone.now())
+                    if carries:  # and get back what that answer held, leases and all
+                        again, resent = job_settle_and_claim(identity=identity, request=request,
+                                                             now=timezone.now(), free_slots=carries)
+                        for leased in resent.jobs if resent else []:
+                            soak.count("claimed:resent" if leased.pk in held else "claimed:carried")
+                            held[leased.pk] = leased
+                    else:
+                        again = job_settle(identity=identity, request=request, now=timezone.now())
                     assert again == "duplicate", again
                     soak.count("settle:duplicate")
             if rng.random() < 0.01:  # restart: a new session, old leases released at once
@@ -250,5 +258,6 @@ def test_randomised_soak_keeps_every_invariant(settings):
     print("soak counts:", dict(sorted(soak.counts.items())))
     for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
                    "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
+                   "claimed:resent",
                    "slots_checked"):
         assert soak.counts[needed] > 0, f"the soak never exercised {needed}"

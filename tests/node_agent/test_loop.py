@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from types import SimpleNamespace
+
 import pytest
 
 from node_agent import loop
@@ -76,3 +79,32 @@ def test_renew_items_carry_progress(phase, testcase, expected):
     jr = JobRun(job(7, lease=4), 1, received=0.0, job_max_s=900)
     jr.set_progress(phase, testcase)
     assert jr.renew_item() == {"jobId": 7, "leaseEpoch": 4, "progress": {"phase": phase, "testcase": expected}}
+
+
+class _Starter:
+    """Just enough of an Agent to start jobs; its workers only record that they ran."""
+
+    start_job = loop.Agent.start_job
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.jobs = {}
+        self.config = SimpleNamespace(job_max_ms=900_000)
+        self.session = SimpleNamespace(epoch=1)
+        self.stopping = False
+        self.stop_requested = threading.Event()
+        self.ran = []
+
+    def worker(self, jr):
+        self.ran.append((jr.job_id, jr.lease_epoch))
+
+
+def test_a_lease_sent_again_is_not_run_twice():
+    agent = _Starter()
+    agent.start_job(job(7, lease=2), agent.session, received=0.0)
+    # A repeated result post brings back a lease this node already runs: its first answer
+    # did arrive after all.
+    agent.start_job(job(7, lease=2), agent.session, received=1.0)
+    for jr in agent.jobs.values():
+        jr.thread.join(5)
+    assert agent.ran == [(7, 2)]
