@@ -112,9 +112,9 @@ def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
     judge): their claim is empty, and the node's long-poll claim takes the slot. The
     settled job itself is never handed back. A `duplicate` (the same post again: its answer
     was lost) first gets back the jobs that answer held, if the node has not renewed them
-    (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None (not attempted) only if
-    the node's host group is not the one it authenticated with: the caller claims on its
-    own then."""
+    (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None
+    (not attempted) only if the node's host group is not the one it authenticated with:
+    the caller claims on its own then."""
     return _settle(identity, request, now=now, claim_slots=free_slots)
 
 
