@@ -263,12 +263,13 @@ def list_makespan(arrivals: list, slots: int, busy_seconds: float) -> float:
 
 @dataclass
 class Burst:
-    makespan: float  # first submission → last result confirmed
+    # The start is the first submission, or for a burst queued beforehand the nodes' first claims.
+    makespan: float  # start → last result confirmed
     slots: int
     judge_seconds: float
     server_cpu_per_job: float
-    fill: float  # first submission → every slot has had a job
-    arrivals: list  # first submission → each submission committed, in order
+    fill: float  # start → every slot has had a job
+    arrivals: list  # start → each submission committed, in order
     result_posts: list  # seconds from a result post to its answer (with the next job)
 
     @property
@@ -286,6 +287,19 @@ class Burst:
         return list_makespan(self.arrivals, self.slots, self.judge_seconds + post_seconds) / self.ideal
 
 
+async def _when_judged(timeline, job_ids, *, start, arrivals, slots, judge_seconds, server_pid,
+                       cpu_before) -> Burst:
+    """Wait until every job of the burst has its result confirmed, then measure it from
+    `start` (perf_counter time)."""
+    while not all(j in timeline.done for j in job_ids):
+        await asyncio.sleep(0.01)
+    first_jobs = sorted(timeline.received[j] for j in job_ids)[:slots]
+    return Burst(makespan=max(timeline.done[j] for j in job_ids) - start, slots=slots, judge_seconds=judge_seconds,
+                 server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / len(job_ids),
+                 fill=first_jobs[-1] - start, arrivals=arrivals,
+                 result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids])
+
+
 async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_seconds, server_pid) -> Burst:
     import multiprocessing
 
@@ -301,14 +315,9 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         cpu_before = cpu_seconds(server_pid)
         go.set()
         start, committed = await asyncio.to_thread(out.get, True, 120)
-        job_ids = [job_id for job_id, _ in committed]
-        while len([j for j in job_ids if j in timeline.done]) < jobs:
-            await asyncio.sleep(0.01)
-        first_jobs = sorted(timeline.received[j] for j in job_ids)[:nodes_count * slots]
-        return Burst(makespan=max(timeline.done[j] for j in job_ids) - start, slots=nodes_count * slots,
-                     judge_seconds=judge_seconds, server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / jobs,
-                     fill=first_jobs[-1] - start, arrivals=[at - start for _, at in committed],
-                     result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids])
+        return await _when_judged(timeline, [job_id for job_id, _ in committed], start=start,
+                                  arrivals=[at - start for _, at in committed], slots=nodes_count * slots,
+                                  judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before)
 
     try:
         return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
@@ -334,14 +343,9 @@ async def queued_burst(base_url, users, problem, jobs, nodes_count, slots, judge
     cpu_before = cpu_seconds(server_pid)
 
     async def scenario(timeline):
-        start = timeline.nodes_started
-        while len([j for j in job_ids if j in timeline.done]) < jobs:
-            await asyncio.sleep(0.01)
-        first_jobs = sorted(timeline.received[j] for j in job_ids)[:nodes_count * slots]
-        return Burst(makespan=max(timeline.done[j] for j in job_ids) - start, slots=nodes_count * slots,
-                     judge_seconds=judge_seconds, server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / jobs,
-                     fill=first_jobs[-1] - start, arrivals=[0.0] * jobs,
-                     result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids])
+        return await _when_judged(timeline, job_ids, start=timeline.nodes_started, arrivals=[0.0] * jobs,
+                                  slots=nodes_count * slots, judge_seconds=judge_seconds, server_pid=server_pid,
+                                  cpu_before=cpu_before)
 
     return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
 
