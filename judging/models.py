@@ -13,6 +13,11 @@ class Problem(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
     kind = models.CharField(max_length=8, choices=ProblemKind.choices)
+    # Markdown, rendered and sanitised for the problem page (judging.markdown).
+    statement = models.TextField(blank=True, default="")
+    # Example cases shown on the problem page: [{input, output}] as text. Only what the
+    # package names as samples; the judge's test data stays private.
+    samples = models.JSONField(default=list, blank=True)
     current_manifest = models.ForeignKey(
         "Manifest", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
     )

@@ -24,6 +24,20 @@ def ready_nodes(*, now):
     ).filter(VERIFIED)
 
 
+def submission_state(submission, *, now):
+    """(job, status, waitReason) of a submission now, as the user API and pages show it."""
+    from judging.models import JudgeJob
+
+    job = JudgeJob.objects.filter(pk=submission.current_judge_job_id).first()
+    # A ready node only counts if it may be given this job: same pool *and* the runtime spec
+    # the job was created with (API.md, "Runtime specs"). Otherwise the job waits for no node.
+    # Read only for a job that waits (the callable is not called otherwise).
+    status, wait_reason = submission_status(
+        submission, job, now=now,
+        pool_has_ready_node=lambda: ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exists())
+    return job, status, wait_reason
+
+
 def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str, str | None]:
     """(status, waitReason) as the user sees them (ARCHITECTURE §4, API.md).
 

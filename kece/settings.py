@@ -66,6 +66,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -89,6 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "pools.context_processors.judge_status",
             ],
         },
     },
@@ -144,8 +146,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/api/docs/"
-LANGUAGE_CODE = "en-us"
+LOGIN_REDIRECT_URL = "/"
+LANGUAGE_CODE = "en"
+# English by default; Simplified Chinese chosen by the browser's Accept-Language or the
+# language switch in the top bar (a cookie).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -167,6 +173,8 @@ KECE_CLAIM_WAIT_MS = _positive_ms("KECE_CLAIM_WAIT_MS", 15000)
 KECE_REAP_INTERVAL_MS = _positive_ms("KECE_REAP_INTERVAL_MS", 5000)
 KECE_EVENT_INTERVAL_MS = _positive_ms("KECE_EVENT_INTERVAL_MS", 2000)
 KECE_SNAPSHOT_INTERVAL_MS = _positive_ms("KECE_SNAPSHOT_INTERVAL_MS", 5000)
+# How often an open page refreshes the judge status panel and top bar (paused while hidden).
+KECE_STATUS_REFRESH_MS = _positive_ms("KECE_STATUS_REFRESH_MS", 30000)
 KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
 # Waiting claims: the per-pool fallback check interval and the bounded database threads.
 KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path, register_converter
 
+from judging import pages as judging_pages
 from judging.api import admin as submission_admin
 from judging.api import submissions
 from kece import converters, views
@@ -36,8 +37,19 @@ urlpatterns = [
     path("api/schema/", views.SchemaView.as_view(), name="schema"),
     path("api/docs/", views.api_docs, name="api-docs"),
     path("django-admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    # Pages
+    path("", pool_views.home, name="home"),
+    path("status/panel", pool_views.status_panel, name="status-panel"),
+    path("problems", judging_pages.problem_list, name="problems"),
+    path("problems/<id:problem_id>", judging_pages.problem_detail, name="problem"),
+    path("submissions", judging_pages.my_submissions, name="my-submissions"),
+    path("submissions/<subtype:submission_type>/<id:submission_id>", judging_pages.submission_detail,
+         name="submission"),
+    path("submissions/<subtype:submission_type>/<id:submission_id>/live", judging_pages.submission_live,
+         name="submission-live"),
     # Routing before authentication: any other API path is a 404 in the contract's envelope.
     re_path(r"^api/", views.not_found),
 ]

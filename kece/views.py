@@ -1,5 +1,7 @@
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.renderers import JSONRenderer
@@ -19,6 +21,11 @@ def _error(request, status: int, code: str, detail: str, title: str, headers=Non
     return HttpResponse(f"<!doctype html><title>{title}</title><h1>{title}</h1>", status=status)
 
 
+def _error_page(request, status: int, title, detail):
+    """A page in the site's layout (top bar, language) for refusals a visitor can act on."""
+    return render(request, "error.html", {"title": title, "detail": detail}, status=status)
+
+
 def bad_request(request, exception=None):
     # Reached for requests Django refuses before any view, such as a Host header that is
     # not in ALLOWED_HOSTS.
@@ -26,6 +33,8 @@ def bad_request(request, exception=None):
 
 
 def forbidden(request, exception=None):
+    if not _is_api(request):
+        return _error_page(request, 403, _("Forbidden"), _("Your account may not open this page."))
     return _error(request, 403, "forbidden", "You may not do this.", "Forbidden")
 
 
@@ -34,6 +43,8 @@ def forbidden(request, exception=None):
 # request to it with Django's HTML 403 page first.
 @csrf_exempt
 def not_found(request, exception=None):
+    if not _is_api(request):
+        return _error_page(request, 404, _("Not found"), _("There is no such page, or it is not yours to see."))
     return _error(request, 404, "not_found", "No such route.", "Not found")
 
 

@@ -6,8 +6,8 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from judging.models import SUBMISSION_MODELS, JudgeJob, Verdict
-from judging.selectors import ready_nodes, submission_status
+from judging.models import SUBMISSION_MODELS, Verdict
+from judging.selectors import submission_state
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
 from kece.errors import NotFound
@@ -66,13 +66,7 @@ class SubmitView(UserView):
 
 
 def submission_json(submission, *, now) -> dict:
-    job = JudgeJob.objects.filter(pk=submission.current_judge_job_id).first()
-    # A ready node only counts if it may be given this job: same pool *and* the runtime spec
-    # the job was created with (API.md, "Runtime specs"). Otherwise the job waits for no node.
-    # Read only for a job that waits (the callable is not called otherwise).
-    status, wait_reason = submission_status(
-        submission, job, now=now,
-        pool_has_ready_node=lambda: ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exists())
+    _job, status, wait_reason = submission_state(submission, now=now)
     judged = status in Verdict.values
     return {
         "submissionType": submission.TYPE,

@@ -85,6 +85,43 @@ def _sql(directory: Path, spec: dict) -> dict:
     return result
 
 
+MAX_SAMPLE_BYTES = 4096
+
+
+def _text_file(directory: Path, name, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise PackageError(f"{what}: a file name is required")
+    path = (directory / name).resolve()
+    if directory.resolve() not in path.parents or not path.is_file():
+        raise PackageError(f"{what}: file {name!r} does not exist in the package folder")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PackageError(f"{what}: {name!r} is not UTF-8") from exc
+
+
+def _samples(directory: Path, spec: dict) -> list[dict]:
+    raw = spec.get("samples") or []
+    if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
+        raise PackageError("samples must be a list of {input, output} objects")
+    samples = []
+    for number, sample in enumerate(raw, start=1):
+        pair = {part: _text_file(directory, sample.get(part), f"sample {number} {part}") for part in ("input", "output")}
+        if any(len(text.encode()) > MAX_SAMPLE_BYTES for text in pair.values()):
+            raise PackageError(f"sample {number}: a sample file may hold at most {MAX_SAMPLE_BYTES} bytes")
+        samples.append(pair)
+    return samples
+
+
+def _statement(directory: Path, spec: dict) -> str:
+    """The Markdown statement: `statement` names a file in the package; `statement.md` is the
+    default when present. A problem without one has an empty statement."""
+    name = spec.get("statement")
+    if name is None:
+        name = "statement.md" if (directory / "statement.md").is_file() else None
+    return "" if name is None else _text_file(directory, name, "statement")
+
+
 def problem_import(directory) -> tuple[Problem, Manifest]:
     """Import `directory`; the same slug again publishes the next manifest version.
 
@@ -110,6 +147,7 @@ def problem_import(directory) -> tuple[Problem, Manifest]:
     }
     cases = _cases(directory, spec, kind)
     sql = _sql(directory, spec) if kind == ProblemKind.SQL else None
+    statement, samples = _statement(directory, spec), _samples(directory, spec)
 
     with transaction.atomic(durable=True):
         problem, _ = Problem.objects.get_or_create(slug=slug, defaults={"title": title or slug, "kind": kind})
@@ -119,8 +157,9 @@ def problem_import(directory) -> tuple[Problem, Manifest]:
         manifest = Manifest.objects.create(problem=problem, version=version, languages=languages, cases=cases,
                                            sql=sql, **limits)
         problem.title = title or slug
+        problem.statement, problem.samples = statement, samples
         problem.current_manifest = manifest
-        problem.save(update_fields=["title", "current_manifest", "updated_at"])
+        problem.save(update_fields=["title", "statement", "samples", "current_manifest", "updated_at"])
     logger.info("problem imported", extra={"problem": problem.pk, "slug": slug, "manifest": manifest.pk,
                                            "version": version, "cases": len(cases)})
     return problem, manifest

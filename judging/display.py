@@ -1,0 +1,71 @@
+"""How a submission's state reads on a page: words and an icon for every status.
+
+The status itself comes from `judging.selectors.submission_status`, as in the user API.
+"""
+
+from django.utils.translation import gettext, gettext_lazy as _
+
+from judging.models import Verdict
+
+VERDICT_WORDS = {
+    "AC": _("Accepted"), "WA": _("Wrong answer"), "TLE": _("Time limit exceeded"),
+    "MLE": _("Memory limit exceeded"), "RE": _("Runtime error"), "CE": _("Compile error"),
+    "OLE": _("Output limit exceeded"), "SYSTEM_ERROR": _("System error"), "CANCELLED": _("Cancelled"),
+}
+FINAL_STATUSES = frozenset(VERDICT_WORDS)
+
+
+def is_final(status: str) -> bool:
+    return status in FINAL_STATUSES
+
+
+def status_icon(status: str) -> str:
+    if status == "AC":
+        return "ok"
+    if status in ("COMPILING", "JUDGING"):
+        return "run"
+    if status == "PENDING":
+        return "queue"
+    if status == "CANCELLED":
+        return "unknown"
+    return "down"
+
+
+def status_words(status: str, wait_reason: str | None = None, *, runtime: str = "", testcase: int | None = None,
+                 cases_total: int = 0) -> str:
+    if status == "PENDING":
+        if wait_reason == "backoff":
+            return gettext("Waiting to be judged again (a judge failed; retrying shortly)")
+        if wait_reason == "no_node":
+            return gettext("Waiting: no %(runtime)s judge is available right now; it will be judged as soon as "
+                           "one is") % {"runtime": runtime}
+        return gettext("Waiting for a judge")
+    if status == "COMPILING":
+        return gettext("Compiling")
+    if status == "JUDGING":
+        if testcase and cases_total:
+            return gettext("Judging case %(k)d of %(n)d") % {"k": testcase, "n": cases_total}
+        return gettext("Judging")
+    return str(VERDICT_WORDS.get(status, status))
+
+
+def runtime_words(row, *, stale: bool) -> str:
+    """One runtime's live status for the submit form ("Java — queueing, 8 waiting")."""
+    if row is None or row.status == "UNKNOWN":
+        text = gettext("%(runtime)s — status unknown right now") % {"runtime": row.label if row else ""}
+    elif row.status == "UNAVAILABLE":
+        text = gettext("%(runtime)s — no judge is available right now; your submission will wait until one is") % {
+            "runtime": row.label}
+    elif row.status == "QUEUEING":
+        text = gettext("%(runtime)s — queueing, %(n)d waiting") % {"runtime": row.label, "n": row.pending}
+    else:
+        text = gettext("%(runtime)s — ready") % {"runtime": row.label}
+    if stale:
+        text += " " + gettext("(status may be out of date)")
+    return text
+
+
+def verdict_class(status: str) -> str:
+    if status == Verdict.AC:
+        return "verdict-AC"
+    return "verdict-bad" if status in FINAL_STATUSES and status != "CANCELLED" else ""

@@ -1,0 +1,174 @@
+"""The student's pages: problems, the submit form, a submission as it is judged, my submissions.
+
+Thin views over the same services and reads as the user API (`submission_submit`,
+`submission_state`): there is no second way to submit or to compute a status.
+"""
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.db.models import CharField, Value
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods
+
+from judging import artifacts, display
+from judging.markdown import render_statement
+from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
+from judging.selectors import ready_nodes, submission_state, submission_status
+from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
+from kece.errors import Invalid
+from kece.permissions import can_manage_judgers
+from pools.registry import POOLS
+from pools.status import judge_status
+
+PAGE_SIZE = 50
+
+
+@require_GET
+def problem_list(request):
+    problems = Problem.objects.filter(current_manifest__isnull=False).select_related("current_manifest").order_by("id")
+    page = Paginator(problems, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [{"problem": p, "languages": [POOLS[lang].label for lang in p.current_manifest.languages]} for p in page]
+    return render(request, "judging/problem_list.html", {"page": page, "rows": rows})
+
+
+def _schema_text(manifest) -> str:
+    """A SQL problem's table definitions, which the student needs to write the query."""
+    entry = (manifest.sql or {}).get("schema")
+    if not entry:
+        return ""
+    try:
+        return artifacts.path_for(entry["digest"]).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _problem_page(request, problem, *, language="", code="", errors=(), status=200):
+    manifest = problem.current_manifest
+    judges = judge_status()
+    languages = []
+    for name in manifest.languages:
+        row = judges.row(name)
+        languages.append({"code": name, "label": POOLS[name].label,
+                          "status": display.runtime_words(row, stale=judges.freshness == "stale")})
+    chosen = language if language in manifest.languages else manifest.languages[0]
+    context = {
+        "problem": problem, "manifest": manifest, "statement": render_statement(problem.statement, title=problem.title),
+        "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
+        "languages": languages, "chosen": chosen, "chosen_status": next(
+            lang["status"] for lang in languages if lang["code"] == chosen),
+        "code": code, "errors": errors,
+    }
+    return render(request, "judging/problem_detail.html", context, status=status)
+
+
+def _form_errors(exc: Invalid, code: str) -> list[str]:
+    """The service's refusal as sentences a student can act on."""
+    fields = exc.fields or {}
+    errors = []
+    if "language" in fields:
+        errors.append(_("Choose one of the languages this problem accepts."))
+    if "code" in fields:
+        errors.append(_("Write or paste your code first.") if not code.strip()
+                      else _("The code is larger than %(kib)d KiB.") % {"kib": MAX_SOURCE_BYTES // 1024})
+    return errors or [_("The submission was refused: %(reason)s") % {"reason": exc.detail}]
+
+
+@require_http_methods(["GET", "POST"])
+def problem_detail(request, problem_id: int):
+    problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
+                                current_manifest__isnull=False)
+    if request.method == "GET":
+        return _problem_page(request, problem)
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    language, code = request.POST.get("language", ""), request.POST.get("code", "")
+    try:
+        submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code)
+    except Invalid as exc:
+        # The code stays in the form: nothing the student typed is lost to a refusal.
+        return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
+                             status=400)
+    return redirect("submission", submission_type=submission.TYPE, submission_id=submission.pk)
+
+
+def _own_submission(request, submission_type: str, submission_id: int):
+    model = SUBMISSION_MODELS.get(submission_type)
+    submission = model.objects.select_related("problem").filter(pk=submission_id).first() if model else None
+    if submission is None or (submission.user_id != request.user.pk and not can_manage_judgers(request.user)):
+        raise Http404  # someone else's submission does not exist for you
+    return submission
+
+
+def _live(submission, *, now) -> dict:
+    job, status, wait_reason = submission_state(submission, now=now)
+    cases_total = len((job.snapshot or {}).get("cases") or []) if job else 0
+    final = display.is_final(status)
+    return {
+        "status": status, "final": final, "icon": display.status_icon(status),
+        "verdict_class": display.verdict_class(status),
+        "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label,
+                                      testcase=job.progress_testcase if job else None, cases_total=cases_total),
+        "cases": submission.cases if final else [],
+        "score": submission.score if final and submission.verdict else None,
+        "time_ms": submission.time_ms if final and submission.verdict else None,
+        "memory_kb": submission.memory_kb if final and submission.verdict else None,
+        "compile_output": submission.compile_output if final else "",
+        "verdict_words": display.VERDICT_WORDS,
+    }
+
+
+def _login_required(request):
+    return None if request.user.is_authenticated else redirect_to_login(request.get_full_path())
+
+
+@require_GET
+def submission_detail(request, submission_type: str, submission_id: int):
+    if (response := _login_required(request)) is not None:
+        return response
+    submission = _own_submission(request, submission_type, submission_id)
+    context = {"submission": submission, "live": _live(submission, now=timezone.now())}
+    return render(request, "judging/submission_detail.html", context)
+
+
+@require_GET
+def submission_live(request, submission_type: str, submission_id: int):
+    """The live part of a submission's page, polled until the verdict is in."""
+    if not request.user.is_authenticated:
+        raise Http404
+    submission = _own_submission(request, submission_type, submission_id)
+    response = render(request, "judging/_submission_live.html",
+                      {"submission": submission, "live": _live(submission, now=timezone.now())})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+def my_submissions(request):
+    if (response := _login_required(request)) is not None:
+        return response
+    now = timezone.now()
+    # Code and SQL submissions are two tables whose ids may collide: page through both by
+    # time with one UNION of (created_at, type, id), then read the page's rows.
+    keys = [model.objects.filter(user=request.user, deleted_at__isnull=True)
+            .annotate(kind=Value(model.TYPE, output_field=CharField())).values_list("created_at", "kind", "id")
+            for model in SUBMISSION_MODELS.values()]
+    page = Paginator(keys[0].union(*keys[1:], all=True).order_by("-created_at", "-id"), PAGE_SIZE).get_page(
+        request.GET.get("page"))
+    loaded = {}
+    for kind, model in SUBMISSION_MODELS.items():
+        ids = [pk for _at, k, pk in page if k == kind]
+        loaded.update({(kind, s.pk): s for s in model.objects.filter(pk__in=ids).select_related("problem")})
+    submissions = [loaded[(kind, pk)] for _at, kind, pk in page if (kind, pk) in loaded]
+    jobs = JudgeJob.objects.in_bulk([s.current_judge_job_id for s in submissions if s.current_judge_job_id])
+    ready = set(ready_nodes(now=now).values_list("pool", "runtime_spec").distinct())
+    rows = []
+    for submission in submissions:
+        job = jobs.get(submission.current_judge_job_id)
+        status, wait_reason = submission_status(
+            submission, job, now=now, pool_has_ready_node=lambda job=job: (job.pool, job.runtime_spec) in ready)
+        rows.append({"submission": submission, "status": status, "icon": display.status_icon(status),
+                     "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label)})
+    return render(request, "judging/my_submissions.html", {"page": page, "rows": rows})

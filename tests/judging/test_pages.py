@@ -1,0 +1,192 @@
+"""The student's pages: problems, the submit form, a submission's live status, my submissions.
+They go through the same services as the user API."""
+
+import re
+
+import pytest
+from django.core.management import call_command
+
+from judging.models import DbSubmission, JudgeJob, Problem, Submission
+from judging.services.problems import problem_import
+from pools import snapshot
+from tests.api.helpers import make_admin
+from tests.factories import UserFactory, make_node, make_problem
+from tests.judging.helpers import claim, judged, settle, submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def signed_in(client, student):
+    client.force_login(student)
+    return client
+
+
+def test_the_problem_list_links_every_published_problem(client, problem):
+    page = client.get("/problems").content.decode()
+    assert f'href="/problems/{problem.pk}"' in page and problem.title in page
+
+
+def test_a_problem_page_renders_its_statement_safely(client, tmp_path):
+    (tmp_path / "problem.json").write_text(
+        '{"slug": "safe", "title": "Safe", "kind": "ALGO", "timeLimitMs": 1500, "memoryLimitMb": 128,'
+        ' "languages": ["python"], "cases": [{"input": "1.in", "output": "1.out", "weight": 100}],'
+        ' "samples": [{"input": "1.in", "output": "1.out"}]}')
+    (tmp_path / "1.in").write_text("1 2\n")
+    (tmp_path / "1.out").write_text("3\n")
+    (tmp_path / "statement.md").write_text(
+        "# Safe\n\nAdd **two** numbers.\n\n<script>alert('x')</script>\n\n[click](javascript:alert(1))\n"
+        "\n<img src=x onerror=alert(1)>\n")
+    problem, _ = problem_import(tmp_path)
+    page = client.get(f"/problems/{problem.pk}").content.decode()
+    assert "<strong>two</strong>" in page
+    assert "<script>alert" not in page and 'href="javascript:' not in page and "onerror=" not in page.replace(
+        "&lt;img src=x onerror=alert(1)&gt;", "")
+    assert "Time limit: 1500 ms" in page and "Memory limit: 128 MiB" in page
+    assert page.count("<h1") == 1  # the statement's own title heading is not repeated
+    assert "Sample 1" in page and "1 2" in page
+
+
+def test_an_unknown_problem_is_a_404_page(client):
+    response = client.get("/problems/999999")
+    assert response.status_code == 404 and "Not found" in response.content.decode()
+
+
+def test_the_submit_form_offers_the_problem_languages_with_their_live_status(signed_in, student):
+    problem = make_problem(languages=("python", "java"))
+    make_node(pool="python")
+    snapshot.refresh_step()
+    page = signed_in.get(f"/problems/{problem.pk}").content.decode()
+    options = re.findall(r'<option value="(\w+)" data-status="([^"]*)"', page)
+    assert [code for code, _ in options] == ["python", "java"]
+    status = dict(options)
+    assert status["python"] == "Python — ready"
+    assert status["java"] == "Java — no judge is available right now; your submission will wait until one is"
+    assert '<label for="id_language">Language</label>' in page and '<label for="id_code">Code</label>' in page
+
+
+def test_submitting_from_the_page_creates_the_submission_and_its_job(signed_in, student, problem):
+    response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(42)"})
+    submission = Submission.objects.get(user=student)
+    assert response.status_code == 302 and response["Location"] == f"/submissions/ALGO/{submission.pk}"
+    job = JudgeJob.objects.get(pk=submission.current_judge_job_id)
+    assert (job.pool, job.state, submission.code) == ("python", "QUEUED", "print(42)")
+
+
+@pytest.mark.parametrize("language, code, message", [
+    ("python", "   ", "Write or paste your code first."),
+    ("cobol", "print(1)", "Choose one of the languages this problem accepts."),
+])
+def test_a_refused_submission_keeps_the_code_in_the_form_and_writes_nothing(signed_in, problem, language, code,
+                                                                            message):
+    response = signed_in.post(f"/problems/{problem.pk}", {"language": language, "code": code})
+    page = response.content.decode()
+    assert response.status_code == 400 and message in page
+    assert f">{code}</textarea>" in page
+    assert not Submission.objects.exists() and not JudgeJob.objects.exists()
+
+
+def test_an_anonymous_visitor_is_sent_to_sign_in_and_nothing_is_written(client, problem):
+    page = client.get(f"/problems/{problem.pk}").content.decode()
+    assert "Sign in to submit." in page and "<textarea" not in page
+    response = client.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)"})
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert not Submission.objects.exists()
+
+
+def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student, problem):
+    node, identity = make_node(pool="python")
+    submission = submit(student, problem)
+    url = f"/submissions/ALGO/{submission.pk}"
+    live = signed_in.get(url + "/live").content.decode()
+    assert "Waiting for a judge" in live and "hx-trigger=" in live
+    [job] = claim(identity)
+    JudgeJob.objects.filter(pk=job.pk).update(progress_phase="JUDGING", progress_testcase=2)
+    assert "Judging case 2 of 2" in signed_in.get(url + "/live").content.decode()
+    settle(identity, judged(job, verdict="WA", passing=[1]))
+    live = signed_in.get(url + "/live").content.decode()
+    assert "Wrong answer" in live and "50 / 100" in live
+    assert "hx-trigger=" not in live  # a final verdict stops the polling
+    assert len(re.findall(r"<tr>\s*<td class=\"num\">\d", live)) == 2  # one row per case
+
+
+def test_a_submission_waiting_for_a_runtime_without_judges_says_so(signed_in, student, problem):
+    submission = submit(student, problem, language="cpp")
+    live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()
+    assert "no C++ judge is available right now" in live
+
+
+def test_only_the_owner_and_admins_see_a_submission(client, student, problem):
+    submission = submit(student, problem)
+    url = f"/submissions/ALGO/{submission.pk}"
+    assert client.get(url).status_code == 302  # anonymous: sign in first
+    client.force_login(UserFactory(username="someone-else"))
+    assert client.get(url).status_code == 404 and client.get(url + "/live").status_code == 404
+    client.force_login(make_admin())
+    assert client.get(url).status_code == 200
+    client.force_login(student)
+    page = client.get(url).content.decode()
+    assert "print(1)" in page
+
+
+def test_my_submissions_lists_code_and_sql_submissions_with_colliding_ids(signed_in, student, problem):
+    sql_problem = make_problem(kind="SQL")
+    code = submit(student, problem)
+    query = submit(student, sql_problem, language="mysql", code="SELECT x FROM t;")
+    # Two tables: make the same numeric id name two submissions.
+    JudgeJob.objects.filter(submission_type="ALGO", submission_id=code.pk).update(submission_id=query.pk)
+    Submission.objects.filter(pk=code.pk).update(id=query.pk)
+    code = Submission.objects.get(pk=query.pk)
+    submit(UserFactory(username="neighbour"), problem)
+    page = signed_in.get("/submissions").content.decode()
+    assert f'href="/submissions/ALGO/{code.pk}"' in page and f'href="/submissions/SQL/{query.pk}"' in page
+    assert page.count('href="/submissions/') == 2
+    assert DbSubmission.objects.count() == 1
+
+
+def test_pages_are_in_chinese_for_a_chinese_browser(client, problem):
+    snapshot.refresh_step()
+    page = client.get("/", HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9").content.decode()
+    assert "评测服务状态" in page and '<html lang="zh-hans">' in page
+    page = client.get(f"/problems/{problem.pk}", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    assert "时间限制" in page
+
+
+def test_the_language_switch_remembers_the_choice(client):
+    response = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/problems"})
+    assert response.status_code == 302 and response["Location"] == "/problems"
+    assert "题目" in client.get("/problems").content.decode()
+
+
+def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):
+    """Every string the pages mark for translation has a Chinese translation, and the
+    compiled catalogue the server loads says the same as the source."""
+    import gettext
+    import shutil
+
+    from django.conf import settings as conf
+
+    locale = conf.BASE_DIR / "locale"
+    po = (locale / "zh_Hans" / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
+    entries = re.findall(r'^(#, fuzzy\n)?msgid ((?:".*"\n)+)msgstr ((?:".*"\n)+)', po, re.M)
+    untranslated = [m for fuzzy, m, s in entries if m.strip() != '""' and (fuzzy or s.strip() == '""')]
+    assert not untranslated
+    # The catalogue covers what the templates and code mark today.
+    work = tmp_path / "project"
+    shutil.copytree(conf.BASE_DIR, work, ignore=shutil.ignore_patterns(
+        ".venv", "var", ".git", "node_modules", "tests", "bench", "samples", "node_agent", "__pycache__"))
+    import os
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "manage.py", "makemessages", "-l", "zh_Hans", "--no-location", "-i", "static/*"],
+                   cwd=work, check=True, capture_output=True, env={**os.environ, "DEBUG": "1"})
+    fresh = (work / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
+    fresh_ids = set(re.findall(r'^msgid ((?:".*"\n)+)', fresh, re.M))
+    assert fresh_ids == {m for _f, m, _s in entries}
+    compiled = gettext.GNUTranslations(open(locale / "zh_Hans" / "LC_MESSAGES" / "django.mo", "rb"))
+    for _fuzzy, msgid, msgstr in entries:
+        key = "".join(re.findall(r'"(.*)"', msgid)).encode().decode("unicode_escape").encode("latin-1").decode()
+        want = "".join(re.findall(r'"(.*)"', msgstr)).encode().decode("unicode_escape").encode("latin-1").decode()
+        if key:
+            assert compiled.gettext(key) == want, key

@@ -1,0 +1,175 @@
+"""The public judge status: availability rules, pending counts, honesty about age, and the
+homepage, top bar and summary call served from the cache with no SQL."""
+
+import shutil
+import socket
+import subprocess
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob
+from nodes.models import DesiredState, JudgeNode
+from pools import snapshot
+from pools.registry import POOLS
+from tests.factories import UserFactory, make_node, make_problem
+from tests.judging.helpers import claim, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def pool_row(snap, pool="python"):
+    return next(p for p in snap["pools"] if p["pool"] == pool)
+
+
+def test_a_pool_with_an_enabled_fresh_verified_healthy_node_is_available(student, problem, node_a):
+    snap = snapshot.compute(now=timezone.now())
+    assert pool_row(snap)["status"] == "NORMAL"
+    assert snap["readyPools"] == 1 and snap["totalPools"] == len(POOLS) == 5
+    assert pool_row(snap, "java")["status"] == "UNAVAILABLE"
+
+
+@pytest.mark.parametrize("breakage", [
+    "offline", "unhealthy", "draining", "disabled", "unverified", "verified_for_an_old_revision",
+    "session_closed", "revoked", "other_runtime_spec",
+])
+def test_a_node_that_cannot_take_new_jobs_gives_its_runtime_no_capacity(breakage, student, problem):
+    node, _ = make_node(pool="python")
+    change = {
+        "offline": {"last_heartbeat_at": timezone.now() - timedelta(minutes=5)},
+        "unhealthy": {"health_ok": False},
+        "draining": {"desired_state": DesiredState.DRAINING},
+        "disabled": {"desired_state": DesiredState.DISABLED},
+        "unverified": {"desired_state": DesiredState.PENDING_VERIFICATION, "self_check_status": "NONE"},
+        "verified_for_an_old_revision": {"config_revision": node.config_revision + 1},
+        "session_closed": {"session_open": False},
+        "revoked": {"revoked_at": timezone.now()},
+        "other_runtime_spec": {"runtime_spec": "python-r0"},
+    }[breakage]
+    JudgeNode.objects.filter(pk=node.pk).update(**change)
+    submit(student, problem, language="python")
+    row = pool_row(snapshot.compute(now=timezone.now()))
+    assert row["status"] == "UNAVAILABLE"
+    assert row["pending"] == 1  # the work is still counted while no judge can take it
+
+
+def test_a_busy_healthy_node_keeps_its_runtime_available_and_queueing(student, problem):
+    node, identity = make_node(pool="python", max_slots=1)
+    submit(student, problem, language="python")
+    submit(student, problem, language="python")
+    assert len(claim(identity, free_slots=1)) == 1  # the node is now full
+    row = pool_row(snapshot.compute(now=timezone.now()))
+    assert row == {"pool": "python", "label": "Python", "status": "QUEUEING", "pending": 1}
+
+
+def test_pending_counts_everything_saved_and_not_yet_claimed_including_backoff(student, problem, node_a):
+    waiting = submit(student, problem, language="python")
+    in_backoff = submit(student, problem, language="python")
+    now = timezone.now()
+    JudgeJob.objects.filter(pk=in_backoff.current_judge_job_id).update(available_at=now + timedelta(seconds=30))
+    row = pool_row(snapshot.compute(now=now))
+    assert (row["status"], row["pending"]) == ("QUEUEING", 2)
+    JudgeJob.objects.filter(pk=waiting.current_judge_job_id).update(state=JobState.COMPLETED)
+    row = pool_row(snapshot.compute(now=now))
+    # Only work in backoff: nothing can be claimed right now, but it still waits.
+    assert (row["status"], row["pending"]) == ("NORMAL", 1)
+
+
+def test_the_summary_is_fresh_then_stale_when_the_snapshot_ages(client, settings, node_a):
+    now = timezone.now()
+    snapshot.refresh_step(now=now - timedelta(milliseconds=settings.KECE_SNAPSHOT_INTERVAL_MS))
+    body = client.get("/api/v1/system/judgers/summary").json()
+    assert body["freshness"] == "fresh" and body["readyPools"] == 1
+    snapshot.refresh_step(now=now - timedelta(milliseconds=settings.KECE_SNAPSHOT_INTERVAL_MS * 4))
+    assert client.get("/api/v1/system/judgers/summary").json()["freshness"] == "stale"
+    page = client.get("/").content.decode()
+    assert "May be out of date, last updated" in page
+    assert "freshness-stale" in page  # the values are greyed
+
+
+def test_no_snapshot_yet_shows_no_runtime_as_available(client):
+    body = client.get("/api/v1/system/judgers/summary").json()
+    assert body["freshness"] == "unavailable" and body["asOf"] is None and body["readyPools"] == 0
+    page = client.get("/").content.decode()
+    assert "Status unknown" in page and "Judge status unknown" in page
+    assert "Normal" not in page
+
+
+def test_the_homepage_status_fragment_and_summary_run_no_sql_with_a_warm_cache(
+        client, django_assert_num_queries, node_a):
+    snapshot.refresh_step()
+    for path in ("/", "/status/panel", "/api/v1/system/judgers/summary"):
+        with django_assert_num_queries(0):
+            assert client.get(path).status_code == 200
+
+
+def test_the_summary_lets_a_proxy_share_it_and_answers_conditional_gets(client, node_a):
+    snapshot.refresh_step()
+    first = client.get("/api/v1/system/judgers/summary")
+    assert "public" in first["Cache-Control"] and "max-age=" in first["Cache-Control"]
+    again = client.get("/api/v1/system/judgers/summary", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304 and again.content == b""
+    snapshot.refresh_step(now=timezone.now() + timedelta(seconds=1))  # a new snapshot
+    changed = client.get("/api/v1/system/judgers/summary", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert changed.status_code == 200 and changed["ETag"] != first["ETag"]
+
+
+def test_the_top_bar_and_the_panel_say_the_same_on_every_page(client, student, problem, node_a):
+    make_node(pool="cpp")
+    snapshot.refresh_step()
+    client.force_login(student)
+    for path in ("/", f"/problems/{problem.pk}", "/problems", "/submissions"):
+        page = client.get(path).content.decode()
+        assert "2 / 5 runtimes available" in page, path
+    fragment = client.get("/status/panel").content.decode()
+    assert fragment.count("2 / 5 runtimes available") >= 2  # the panel and the top bar, out of band
+    assert 'id="topbar-status"' in fragment and 'hx-swap-oob="true"' in fragment
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def private_redis(settings, tmp_path):
+    """A Redis of this test's own, as the cache, that the test can stop."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is required")
+    port = _free_port()
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(port=port, socket_connect_timeout=1)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            process.poll()
+            subprocess.run(["sleep", "0.05"])
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{port}/0"}}
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_an_unreadable_cache_shows_status_unavailable_with_the_last_good_time(client, private_redis, node_a):
+    good = snapshot.refresh_step()
+    page = client.get("/").content.decode()
+    assert "1 / 5 runtimes available" in page
+    private_redis.kill()
+    private_redis.wait()
+    body = client.get("/api/v1/system/judgers/summary").json()
+    assert body["freshness"] == "unavailable" and body["readyPools"] == 0 and body["asOf"] is None
+    assert all(p["status"] == "UNAVAILABLE" for p in body["pools"])
+    page = client.get("/").content.decode()
+    hhmm = timezone.datetime.fromisoformat(good["asOf"].replace("Z", "+00:00")).strftime("%H:%M")
+    assert f"Status unavailable. Last good status: {hhmm} UTC." in page
+    assert "1 / 5 runtimes available" not in page and "Normal" not in page  # never the last green
