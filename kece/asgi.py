@@ -83,9 +83,10 @@ class ContractASGIHandler(ASGIHandler):
 
 django_application = ContractASGIHandler()
 
-if settings.DEBUG:
-    # The embedded default has no proxy in front: serve static files (the API docs' assets)
-    # from the app itself. In production the proxy serves the collected files.
+if settings.KECE_SERVE_STATIC:
+    # No proxy in front (the embedded default): serve static files (the pages' styles and
+    # scripts, the API docs' assets) from the app itself. In production the proxy serves
+    # the collected files.
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     django_application = ASGIStaticFilesHandler(django_application)

@@ -159,6 +159,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
+# Serve /static/ from the app itself, for a server with no proxy in front (the embedded
+# default); behind the production proxy it serves the collected files instead.
+KECE_SERVE_STATIC = env.bool("KECE_SERVE_STATIC", default=DEBUG)
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # the contract's 1 MiB body limit
 

@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in pkg-config libmariadb-dev bubblewrap; do
+# chromium and the CJK fonts: the browser tests of the pages (English and Chinese); gettext:
+# the translation catalogue's completeness test.
+for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

@@ -13,7 +13,8 @@
   document.addEventListener("DOMContentLoaded", function () {
     each(function (part) { announced[part.getAttribute("data-announce-to")] = part.getAttribute("data-announce"); });
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  // htmx:load fires on the swapped-in content (the old element is already detached).
+  document.addEventListener("htmx:load", function () {
     each(function (part) {
       var to = part.getAttribute("data-announce-to");
       var sentence = part.getAttribute("data-announce");

@@ -44,6 +44,8 @@ FAST_TIMINGS = {
     "KECE_LEASE_TTL_MS": 4000, "KECE_RENEW_INTERVAL_MS": 1000, "KECE_HEARTBEAT_INTERVAL_MS": 1000,
     "KECE_REAP_INTERVAL_MS": 300, "KECE_IN_PROCESS_SCHEDULER": 1, "KECE_RETRY_BACKOFF_MS": 200,
     "KECE_CLAIM_WAIT_MS": 3000, "KECE_CLAIM_FALLBACK_MS": 300,
+    # No proxy in front: the browser tests load the pages' styles and scripts from the app.
+    "KECE_SERVE_STATIC": 1,
 }
 
 

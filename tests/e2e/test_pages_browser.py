@@ -1,0 +1,152 @@
+"""The public pages in a real browser against the real server: the homepage panel in each
+state at every width and in both languages, its refresh (paused while hidden), and a student
+who submits from the browser and watches a real agent's verdict arrive."""
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.utils import timezone
+
+from judging.models import Submission
+from judging.services.problems import problem_import
+from pools import snapshot
+from tests.browser import chromium, new_page, screenshot, sign_in  # noqa: F401 (fixture)
+from tests.e2e.conftest import need_pool, start_server, wait_for
+from tests.factories import make_node
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+WIDTHS = (1280, 1703, 390)
+PASSWORD = "a-browser-password"
+
+
+def person(username: str):
+    # The server checks passwords with its own hashers (not the tests' fast one).
+    hashed = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt(), iterations=1000)
+    return get_user_model().objects.create(username=username, password=hashed)
+
+
+@pytest.fixture
+def quiet_server(tls, tmp_path):
+    """A server whose snapshots come only from the test (no periodic work of its own)."""
+    live = start_server(tls, tmp_path, KECE_IN_PROCESS_SCHEDULER=0, KECE_STATUS_REFRESH_MS=1000,
+                        KECE_SERVE_STATIC=1)
+    yield live
+    live.stop()
+
+
+def _fleet(state: str):
+    ready = {"healthy": ["cpp", "java", "python", "mysql", "arkts"], "partial": ["cpp", "java", "python", "arkts"],
+             "empty": [], "stale": ["cpp", "java", "python", "mysql", "arkts"]}[state]
+    for pool in ready:
+        make_node(pool=pool)
+    at = timezone.now() - (timedelta(minutes=10) if state == "stale" else timedelta(0))
+    return snapshot.refresh_step(now=at), len(ready)
+
+
+@pytest.mark.parametrize("state", ["healthy", "partial", "empty", "stale"])
+def test_the_homepage_panel_is_readable_in_every_state_at_every_width(quiet_server, chromium, state):
+    snap, ready = _fleet(state)
+    hhmm = snap["asOf"][11:16]
+    overall = {"healthy": "All available", "partial": "Partly unavailable", "empty": "Unavailable",
+               "stale": "All available"}[state]
+    for width in WIDTHS:
+        for language in ("en", "zh-CN"):
+            page = new_page(chromium, width=width, language=language)
+            page.goto(quiet_server.url + "/")
+            panel = page.locator("#judge-status")
+            if language == "en":
+                assert panel.locator(".overall").inner_text().strip() == overall
+                assert f"{ready} / 5 runtimes available" in panel.inner_text()
+                assert f"{ready} / 5 runtimes available" in page.locator("#topbar-status").inner_text()
+                assert f"updated at {hhmm} UTC" in panel.inner_text()
+                if state == "stale":
+                    assert f"May be out of date, last updated {hhmm} UTC." in panel.inner_text()
+            else:
+                assert "评测服务状态" in panel.inner_text() and f"{ready} / 5 个运行时可用" in panel.inner_text()
+            rows = panel.locator("tbody tr")
+            assert rows.count() == 5
+            box = rows.first.bounding_box()
+            assert 36 <= box["height"] <= 48  # about 40 px rows
+            if width == 390:  # the panel moves below the introduction
+                assert panel.bounding_box()["y"] > page.locator(".intro").bounding_box()["y"]
+            screenshot(page, f"home-{state}-{width}-{language}")
+            page.context.close()
+
+
+def test_the_panel_refreshes_while_visible_pauses_while_hidden_and_announces_changes(quiet_server, chromium):
+    make_node(pool="python")
+    snapshot.refresh_step()
+    page = new_page(chromium)
+    page.goto(quiet_server.url + "/")
+    assert "1 / 5 runtimes available" in page.locator("#judge-status").inner_text()
+    # A change becomes visible without reloading, and is announced once.
+    make_node(pool="cpp")
+    snapshot.refresh_step()
+    with page.expect_request(re.compile(r"/status/panel$"), timeout=5000):
+        pass
+    page.wait_for_function("document.querySelector('#topbar-status').innerText.includes('2 / 5')", timeout=5000)
+    assert "2 / 5 runtimes available" in page.locator("#judge-status").inner_text()
+    page.wait_for_function(
+        "document.querySelector('#judge-status-announce').textContent.includes('2 / 5 runtimes available')",
+        timeout=5000)
+    # Hidden: no refresh for several periods.
+    requests = []
+    page.on("request", lambda request: requests.append(request.url) if request.url.endswith("/status/panel") else None)
+    page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""")
+    page.wait_for_timeout(3500)  # three and a half refresh periods of 1 s
+    assert requests == []
+    with page.expect_request(re.compile(r"/status/panel$"), timeout=3000):
+        page.evaluate("""() => {
+            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }""")
+    page.context.close()
+
+
+def test_a_student_submits_from_the_browser_and_sees_the_verdict_arrive(agents, chromium):
+    need_pool("python")
+    node = agents.register("python", slots=1)
+    agents.start(node, slots=1)
+    agents.enable(node)
+    problem, _ = problem_import(SAMPLES / "aplusb")
+    person("alice")
+    person("bob")
+    base = agents.server.url
+    page = new_page(chromium)
+    sign_in(page, base, "alice", PASSWORD, f"/problems/{problem.pk}")
+    wait_for(lambda: snapshot.read(now=timezone.now())["pools"][2]["status"] != "UNAVAILABLE", 30,
+             "the server's snapshot shows the python judge")
+    page.reload()
+    page.get_by_label("Language", exact=True).select_option("python")
+    assert "Python — ready" in page.locator("#language-status").inner_text()
+    page.get_by_label("Code", exact=True).fill((SAMPLES / "aplusb" / "solutions" / "ac.py").read_text())
+    screenshot(page, "problem-1280-en")
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    page.evaluate("window.__notReloaded = true")
+    page.locator(".status-line", has_text="Accepted").wait_for(timeout=60000)
+    assert page.evaluate("window.__notReloaded === true")  # it arrived without a reload
+    assert "100 / 100" in page.locator("#submission-live").inner_text()
+    assert page.locator("#submission-live tbody tr").count() == 5
+    screenshot(page, "submission-1280-en")
+    submission = Submission.objects.get(user__username="alice")
+    url = page.url
+    page.set_viewport_size({"width": 390, "height": 900})
+    screenshot(page, "submission-390-en")
+    page.context.close()
+
+    other = new_page(chromium)
+    sign_in(other, base, "bob", PASSWORD, "/submissions")
+    response = other.goto(url)
+    assert response.status == 404 and "Not found" in other.content()
+    assert str(submission.pk) in url
+    other.context.close()
