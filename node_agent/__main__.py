@@ -70,7 +70,7 @@ def check_runtime(config: Config, sandbox: Sandbox) -> None:
             res = sandbox.run(list(argv), box=box, box_writable=True, stdin=None, stdout=run_dir / "out",
                               stderr=run_dir / "err", limits=compile_limits(spec), env=dict(spec.env))
             version = (read_head(run_dir / "out", 4096)
-                       + read_head(run_dir / "err", 4096, res.stderr_offset)).decode("utf-8", "replace")
+                       + read_head(run_dir / "err", 4096)).decode("utf-8", "replace")
             if res.setup_error or res.exit_code != 0:
                 raise RuntimeError(f"runtime check `{' '.join(argv)}` failed for spec {spec.id} "
                                    f"(exit {res.exit_code}, signal {res.signal}): "
