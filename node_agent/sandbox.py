@@ -501,6 +501,30 @@ def _tmpfs_kb(fds: list[int]) -> int:
     return total
 
 
+def unbounded_writable_mounts(mountinfo: str) -> list[str]:
+    """Mount points in ``/proc/self/mountinfo`` text that a program could fill without bound.
+
+    Read-only mounts, size-capped tmpfs, proc and devpts (kernel interfaces, not storage)
+    and single device nodes bound from devtmpfs (``/dev/null`` …) are bounded.
+    """
+    found = []
+    for line in mountinfo.splitlines():
+        fields, _, tail = line.partition(" - ")
+        parts, extra = fields.split(), tail.split()
+        if len(parts) < 6 or len(extra) < 3:
+            continue
+        root, point, options = parts[3], parts[4], parts[5].split(",")
+        fstype, super_options = extra[0], extra[2].split(",")
+        if "ro" in options or fstype in ("proc", "devpts"):
+            continue
+        if fstype == "tmpfs" and any(o.startswith("size=") for o in super_options):
+            continue
+        if fstype == "devtmpfs" and root != "/":
+            continue
+        found.append(point)
+    return found
+
+
 def read_head(path: Path, limit: int) -> bytes:
     try:
         with open(path, "rb") as fh:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs
+from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs, unbounded_writable_mounts
 
 from .conftest import need
 
@@ -91,3 +91,16 @@ def test_sweep_keeps_only_the_named_run_folders(tmp_path):
     (tmp_path / "stray").write_text("x")
     assert sorted(sweep_runs(tmp_path, keep={"j2-e1-bb"})) == ["j1-e1-aa", "stray"]
     assert [p.name for p in tmp_path.iterdir()] == ["j2-e1-bb"]
+
+
+def test_every_filesystem_a_program_can_write_is_bounded(box):
+    res = run(box, "cat /proc/self/mountinfo", file_size_bytes=1 << 20)
+    mountinfo = (box[1] / "out").read_text()
+    assert res.ok and "/dev/shm" in mountinfo
+    assert unbounded_writable_mounts(mountinfo) == []
+
+
+def test_the_self_check_s_mount_rule_names_an_unsized_writable_dev():
+    # /dev as bwrap mounts it by itself: a writable tmpfs without a size.
+    line = "70 65 0:42 / /dev rw,nosuid,nodev,relatime - tmpfs tmpfs rw,mode=755\n"
+    assert unbounded_writable_mounts(line) == ["/dev"]
