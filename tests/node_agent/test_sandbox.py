@@ -94,10 +94,15 @@ def test_sweep_keeps_only_the_named_run_folders(tmp_path):
 
 
 def test_every_filesystem_a_program_can_write_is_bounded(box):
-    res = run(box, "cat /proc/self/mountinfo", file_size_bytes=1 << 20)
-    mountinfo = (box[1] / "out").read_text()
+    sandbox, run_dir = box
+    res = sandbox.run(["/bin/cat", "/proc/self/mountinfo"], box=run_dir / "box", box_writable=False, stdin=None,
+                      stdout=run_dir / "out", stderr=run_dir / "err", limits=limits(file_size_bytes=1 << 20))
+    mountinfo = (run_dir / "out").read_text()
     assert res.ok and "/dev/shm" in mountinfo
     assert unbounded_writable_mounts(mountinfo) == []
+    # While compiling, /box is the one writable folder on disk, and the rule says so.
+    run(box, "cat /proc/self/mountinfo", file_size_bytes=1 << 20)
+    assert unbounded_writable_mounts((run_dir / "out").read_text()) == ["/box"]
 
 
 def test_the_self_check_s_mount_rule_names_an_unsized_writable_dev():
