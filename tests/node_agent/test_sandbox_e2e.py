@@ -89,15 +89,18 @@ MEMORY_BOMB = ("#include <cstdlib>\n#include <cstring>\n"
 CPP_AC = '#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n'
 
 
-def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plane, launch):
-    need_pool("cpp")
+def judge_attacks(plane, launch, pool: str, sources: list[str], limits: dict):
+    """A fresh agent judges each attack on one case: (agent, sandbox pids before, results)."""
+    need_pool(pool)
     before = sandbox_pids()
-    agent, _ = launch(plane, "cpp", slots=2)
-    fork = plane.add_job(pool="cpp", source=FORK_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
-    memory = plane.add_job(pool="cpp", source=MEMORY_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
+    agent, _ = launch(plane, pool, slots=2)
+    jobs = [plane.add_job(pool=pool, source=source, cases=SUM_CASES[:1], limits=limits) for source in sources]
+    return agent, before, [verdict_of(plane, job) for job in jobs]
 
-    assert verdict_of(plane, fork)["verdict"] in ("TLE", "RE")
-    mem = verdict_of(plane, memory)
+
+def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plane, launch):
+    agent, before, (fork, mem) = judge_attacks(plane, launch, "cpp", [FORK_BOMB, MEMORY_BOMB], LIMITS)
+    assert fork["verdict"] in ("TLE", "RE")
     assert mem["verdict"] == "MLE"
     assert mem["memoryKb"] >= LIMITS["memoryLimitMb"] * 1024 * 0.5
     assert agent.alive()
@@ -141,14 +144,8 @@ print(a + b)
 def test_memory_kept_in_files_counts_against_the_memory_limit(plane, launch):
     """/dev/shm is a bounded tmpfs, and what a program keeps in the sandbox's tmpfs is
     memory it holds: 600 MB of files cannot pass under a 64 MiB limit, nor 60 MB in /tmp."""
-    need_pool("python")
-    before = sandbox_pids()
-    agent, _ = launch(plane, "python", slots=2)
-    shm = plane.add_job(pool="python", source=SHM_FLOOD, cases=SUM_CASES[:1], limits=FILE_LIMITS)
-    tmp = plane.add_job(pool="python", source=TMP_HOARD, cases=SUM_CASES[:1], limits=FILE_LIMITS)
-
-    assert verdict_of(plane, shm)["verdict"] in ("MLE", "RE")
-    hoard = verdict_of(plane, tmp)
+    agent, before, (shm, hoard) = judge_attacks(plane, launch, "python", [SHM_FLOOD, TMP_HOARD], FILE_LIMITS)
+    assert shm["verdict"] in ("MLE", "RE")
     assert hoard["verdict"] == "MLE"
     assert hoard["memoryKb"] > FILE_LIMITS["memoryLimitMb"] * 1024
     assert_nothing_left(agent, before)
