@@ -224,6 +224,8 @@ KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", def
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
 # A self-check the node has not finished by then fails.
 KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 360000)
+# Accept nodes whose agent runs user code in the weak (rlimit-only) sandbox. Development only.
+KECE_ALLOW_WEAK_SANDBOX = env.bool("KECE_ALLOW_WEAK_SANDBOX", default=False)
 
 # --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
 

@@ -13,7 +13,7 @@ import signal
 import ssl
 import sys
 
-from . import AGENT_VERSION, log
+from . import AGENT_VERSION, cgroups, log
 from .client import Client
 from .config import Config, ConfigError, load
 from .health import Identity, start as start_health
@@ -44,17 +44,22 @@ def build_sandbox(config: Config) -> Sandbox:
             raise RuntimeError("bubblewrap (bwrap) was not found on PATH; install it (Debian: apt-get install "
                                "bubblewrap) or, for development only, set JUDGE_ALLOW_WEAK_SANDBOX=1")
         return Sandbox(bwrap=None, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
-    sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
+    memory, note = cgroups.discover()
+    sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds,
+                      cgroups=memory, cgroups_note=note)
     error = probe(sandbox, config.workspace / "runs")
-    if error is None:
-        return sandbox
-    hint = (" (every folder above JUDGE_WORKSPACE must be searchable (o+x) by the sandbox uid, and the "
-            "kernel must allow unprivileged user namespaces)")
-    if not config.allow_weak_sandbox:
-        raise RuntimeError(f"bubblewrap does not work here: {error}{hint}")
-    log.event(logger, logging.ERROR, "bubblewrap does not work here; falling back to the weak sandbox",
-              error=error[:300])
-    return Sandbox(bwrap=None, uid=config.sandbox_uid, gid=config.sandbox_gid, extra_binds=binds)
+    if error is not None:
+        # Never a quiet fall back to the weak sandbox: an operator who installed bwrap meant it.
+        raise RuntimeError(f"bubblewrap does not work here: {error} (every folder above JUDGE_WORKSPACE must be "
+                           "searchable (o+x) by the sandbox uid, and the kernel must allow unprivileged user "
+                           "namespaces; for development only, JUDGE_BWRAP=off with JUDGE_ALLOW_WEAK_SANDBOX=1 "
+                           "runs without it)")
+    if memory is None:
+        log.event(logger, logging.WARNING, "no memory cgroup for runs: the watchdog alone bounds memory, "
+                  "sampling every 50 ms", reason=note)
+    else:
+        log.event(logger, logging.INFO, "memory cgroup per run", where=note)
+    return sandbox
 
 
 def check_runtime(config: Config, sandbox: Sandbox) -> None:
@@ -70,7 +75,7 @@ def check_runtime(config: Config, sandbox: Sandbox) -> None:
             res = sandbox.run(list(argv), box=box, box_writable=True, stdin=None, stdout=run_dir / "out",
                               stderr=run_dir / "err", limits=compile_limits(spec), env=dict(spec.env))
             version = (read_head(run_dir / "out", 4096)
-                       + read_head(run_dir / "err", 4096, res.stderr_offset)).decode("utf-8", "replace")
+                       + read_head(run_dir / "err", 4096)).decode("utf-8", "replace")
             if res.setup_error or res.exit_code != 0:
                 raise RuntimeError(f"runtime check `{' '.join(argv)}` failed for spec {spec.id} "
                                    f"(exit {res.exit_code}, signal {res.signal}): "

@@ -223,7 +223,8 @@ def load(env: dict[str, str]) -> Config:
 
     allow_weak = _flag(env, "JUDGE_ALLOW_WEAK_SANDBOX")
     bwrap_raw = env.get("JUDGE_BWRAP", "bwrap").strip() or "bwrap"
-    bwrap = shutil.which(bwrap_raw)
+    # "off" chooses the weak sandbox on purpose; a bwrap that is there but fails never does.
+    bwrap = None if bwrap_raw.lower() == "off" else shutil.which(bwrap_raw)
 
     is_root = os.geteuid() == 0
     sandbox_uid = _int(env, "JUDGE_SANDBOX_UID", 65534, 1, 2**31 - 1) if is_root else None

@@ -16,11 +16,15 @@ import MySQLdb
 from . import judge, verdicts
 from .jobs import InfraError, JobContext
 from .runtimes import RuntimeSpec, arkts, cpp, java, python
-from .sandbox import Sandbox
+from .sandbox import Limits, Sandbox, read_head, unbounded_writable_mounts
 
 CHECK_SOURCES = {"cpp": cpp.CHECK_SOURCE, "java": java.CHECK_SOURCE, "python": python.CHECK_SOURCE,
                  "arkts": arkts.CHECK_SOURCE}
 LIMITS = {"timeLimitMs": 2000, "memoryLimitMb": 256, "outputLimitKb": 1024}
+PROBE_MEMORY_KB = 16 * 1024
+# Fills both tmpfs far past the probe's memory limit, with files well under the file size one.
+FILE_HOARD = ("for d in /tmp /dev/shm; do i=0; while [ $i -lt 8 ]; do "
+              "head -c 8000000 /dev/zero > $d/hoard$i || exit 3; i=$((i+1)); done; done")
 
 
 def item(name: str, ok: bool, detail: str = "") -> dict:
@@ -35,13 +39,38 @@ def _program_case(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, nam
     return judge.run_case(ctx, spec, sandbox, box, {"ordinal": 1, "weight": 100}, inp, exp, limits)
 
 
-def check_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, *, weak_allowed: bool) -> list[dict]:
-    items = []
-    if sandbox.isolated:
-        items.append(item("sandbox", True, "bubblewrap: no network, private filesystem and PID namespace"))
-    else:
-        items.append(item("sandbox", weak_allowed, "WEAK: rlimit-only sandbox (JUDGE_ALLOW_WEAK_SANDBOX=1)"))
+def _shell(ctx: JobContext, sandbox: Sandbox, box, name: str, script: str, memory_kb: int):
+    out, err = ctx.run_dir / f"{name}.out", ctx.run_dir / f"{name}.err"
+    limits = Limits(cpu_ms=5000, wall_ms=10000, memory_kb=memory_kb, address_space_bytes=None, stack_bytes=None,
+                    file_size_bytes=64 << 20, processes=8)
+    res = ctx.checked(sandbox.run(["/bin/sh", "-c", script], box=box, box_writable=False, stdin=None, stdout=out,
+                                  stderr=err, limits=limits, cancel=ctx.cancel))
+    return res, read_head(out, 256 * 1024).decode("utf-8", "replace")
+
+
+def isolation_items(ctx: JobContext, sandbox: Sandbox, box) -> list[dict]:
+    """What the program cannot escape: the sandbox, its writable filesystems, its memory."""
+    if not sandbox.isolated:
+        # Reported as it is; the server decides whether it accepts such a node.
+        return [item("sandbox_isolated", False, "WEAK: rlimit-only sandbox (JUDGE_ALLOW_WEAK_SANDBOX=1): user code "
+                     "can use the network, read the machine's files, fill its disks and leave processes behind")]
+    items = [item("sandbox_isolated", True, "bubblewrap: no network, private filesystem and PID namespace")]
+    res, mountinfo = _shell(ctx, sandbox, box, "mounts", "cat /proc/self/mountinfo", PROBE_MEMORY_KB * 4)
+    loose = unbounded_writable_mounts(mountinfo) if res.ok else ["(mount table unreadable)"]
+    items.append(item("filesystems_bounded", not loose, "writable: only size-capped tmpfs" if not loose
+                      else f"writable without a bound: {', '.join(loose)[:300]}"))
+    res, _ = _shell(ctx, sandbox, box, "hoard", FILE_HOARD, PROBE_MEMORY_KB)
+    counted = res.memory_exceeded
+    how = ("cgroup v2 " + sandbox.cgroups_note if sandbox.cgroups is not None
+           else f"no memory cgroup ({sandbox.cgroups_note}): the watchdog samples the tmpfs every 50 ms")
+    items.append(item("memory_files_counted", counted, f"files in the tmpfs count as memory; {how}" if counted
+                      else f"NOT counted: files past a {PROBE_MEMORY_KB // 1024} MiB limit went unnoticed; {how}"))
+    return items
+
+
+def check_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox) -> list[dict]:
     box = judge.prepare_box(ctx, spec, sandbox, CHECK_SOURCES[spec.pool])
+    items = isolation_items(ctx, sandbox, box)
     if spec.compile:
         ok, output = judge.compile_in(ctx, spec, sandbox, box, LIMITS["memoryLimitMb"])
         items.append(item("compile", ok, output[:500] if not ok else f"{spec.compile[0]} compiled the probe"))
@@ -111,13 +140,13 @@ def check_mysql(ctx: JobContext, judge_db) -> list[dict]:
     return items
 
 
-def run(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db, weak_allowed: bool) -> dict:
+def run(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db) -> dict:
     start = time.monotonic()
     ctx.progress("JUDGING", None)
     if spec.pool == "mysql":
         items = check_mysql(ctx, judge_db)
     else:
-        items = check_program(ctx, spec, sandbox, weak_allowed=weak_allowed)
+        items = check_program(ctx, spec, sandbox)
     passed = all(i["ok"] for i in items)
     ctx.log.info("self-check done", passed=passed, failed=",".join(i["name"] for i in items if not i["ok"]) or None)
     body = verdicts.judged(ctx.lease_epoch, [])

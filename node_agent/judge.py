@@ -70,8 +70,7 @@ def compile_in(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, memory
         spec.render(spec.compile, memory_mb=memory_mb), box=box, box_writable=True, stdin=None,
         stdout=out, stderr=err, limits=compile_limits(spec), env=dict(spec.env), cancel=ctx.cancel,
     ))
-    text = read_head(out, verdicts.COMPILE_OUTPUT_LIMIT) + read_head(err, verdicts.COMPILE_OUTPUT_LIMIT,
-                                                                     res.stderr_offset)
+    text = read_head(out, verdicts.COMPILE_OUTPUT_LIMIT) + read_head(err, verdicts.COMPILE_OUTPUT_LIMIT)
     if res.ok:
         ctx.log.info("compiled", ms=res.wall_ms)
         return True, verdicts.cut_compile_output(text)
@@ -95,7 +94,7 @@ def run_case(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, case: di
         res, time_limit_ms=time_ms, memory_limit_kb=memory_bound_kb,
         output_limit_bytes=int(limits["outputLimitKb"]) * 1024, stdout_bytes=out.stat().st_size,
         # The JVM reports "Terminating due to java.lang.OutOfMemoryError" on stdout.
-        messages=read_head(err, 64 * 1024, res.stderr_offset) + read_tail(out, 4096), oom_markers=spec.oom_markers,
+        messages=read_head(err, 64 * 1024) + read_tail(out, 4096), oom_markers=spec.oom_markers,
     )
     if verdict is None:
         verdict = "AC" if verdicts.outputs_match(out, expected_path) else "WA"

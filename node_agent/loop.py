@@ -478,7 +478,12 @@ class Agent:
         if self.judge_db is not None:
             checks["mysql"] = self.judge_db.ping()
         checks.update(self.health_checks)
-        return {"ok": all(checks.values()), "checks": checks}
+        ok = all(checks.values())
+        # Facts about this node's isolation, reported as they are for the server to judge;
+        # a configured weak sandbox or a host without a memory cgroup is no agent failure.
+        checks["sandbox_isolated"] = self.sandbox.isolated
+        checks["memory_cgroup"] = self.sandbox.cgroups is not None
+        return {"ok": ok, "checks": checks}
 
     def heartbeat_step(self) -> float:
         session = self.session
@@ -651,8 +656,7 @@ class Agent:
                 raise InfraError("runtime_mismatch", f"job for {job.get('pool')}/{job.get('runtimeSpec')} "
                                  f"reached a {self.config.pool}/{self.config.runtime_spec} node")
             if job.get("kind") == "DIAGNOSTIC":
-                body = diagnostics.run(ctx, spec=self.config.spec, sandbox=self.sandbox, judge_db=self.judge_db,
-                                       weak_allowed=self.config.allow_weak_sandbox)
+                body = diagnostics.run(ctx, spec=self.config.spec, sandbox=self.sandbox, judge_db=self.judge_db)
             elif self.config.pool == "mysql":
                 body = sqljudge.judge_sql(ctx, self.judge_db)
             else:

@@ -211,7 +211,8 @@ def test_a_pending_node_runs_its_diagnostic_and_no_judge_job(plane, launch):
     body = verdict_of(plane, diag, timeout=60)
     checks = {c["name"]: c for c in body["checks"]}
     assert body["verdict"] == "AC" and body["score"] == 100 and body["cases"] == [], body["checks"]
-    assert {"sandbox", "compile", "run", "cpu_limit", "memory_limit"} <= set(checks)
+    assert {"sandbox_isolated", "filesystems_bounded", "memory_files_counted", "compile", "run", "cpu_limit",
+            "memory_limit"} <= set(checks)
     assert all(c["ok"] for c in checks.values())
     assert plane.jobs[judge_job].state == "QUEUED"
     heartbeat = plane.nodes[node_id].heartbeats[-1]

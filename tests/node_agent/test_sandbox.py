@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs
+from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs, unbounded_writable_mounts
 
 from .conftest import need
 
@@ -65,10 +65,17 @@ def test_cancellation_kills_at_once(box):
     assert res.cancelled and time.monotonic() - start < 3
 
 
-def test_the_program_stderr_excludes_the_sandbox_start_mark(box):
+def test_the_program_stderr_is_the_program_s_own(box):
     res = run(box, "echo oops >&2; exit 7")
     assert res.exit_code == 7 and res.setup_error is None
-    assert read_head(box[1] / "err", 100, res.stderr_offset) == b"oops\n"
+    assert read_head(box[1] / "err", 100) == b"oops\n"
+
+
+def test_a_program_that_empties_its_stderr_and_fails_is_a_program_failure(box):
+    # The start of a run is signalled out of the program's reach: wiping its own output
+    # (where a start mark used to be) cannot make the run look like a broken sandbox.
+    res = run(box, "echo noise >&2; truncate -s 0 /proc/self/fd/2; exit 1")
+    assert res.setup_error is None and res.exit_code == 1
 
 
 def test_a_sandbox_that_cannot_be_set_up_is_not_a_program_failure(box):
@@ -84,3 +91,21 @@ def test_sweep_keeps_only_the_named_run_folders(tmp_path):
     (tmp_path / "stray").write_text("x")
     assert sorted(sweep_runs(tmp_path, keep={"j2-e1-bb"})) == ["j1-e1-aa", "stray"]
     assert [p.name for p in tmp_path.iterdir()] == ["j2-e1-bb"]
+
+
+def test_every_filesystem_a_program_can_write_is_bounded(box):
+    sandbox, run_dir = box
+    res = sandbox.run(["/bin/cat", "/proc/self/mountinfo"], box=run_dir / "box", box_writable=False, stdin=None,
+                      stdout=run_dir / "out", stderr=run_dir / "err", limits=limits(file_size_bytes=1 << 20))
+    mountinfo = (run_dir / "out").read_text()
+    assert res.ok and "/dev/shm" in mountinfo
+    assert unbounded_writable_mounts(mountinfo) == []
+    # While compiling, /box is the one writable folder on disk, and the rule says so.
+    run(box, "cat /proc/self/mountinfo", file_size_bytes=1 << 20)
+    assert unbounded_writable_mounts((run_dir / "out").read_text()) == ["/box"]
+
+
+def test_the_self_check_s_mount_rule_names_an_unsized_writable_dev():
+    # /dev as bwrap mounts it by itself: a writable tmpfs without a size.
+    line = "70 65 0:42 / /dev rw,nosuid,nodev,relatime - tmpfs tmpfs rw,mode=755\n"
+    assert unbounded_writable_mounts(line) == ["/dev"]

@@ -89,26 +89,82 @@ MEMORY_BOMB = ("#include <cstdlib>\n#include <cstring>\n"
 CPP_AC = '#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n'
 
 
-def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plane, launch):
-    need_pool("cpp")
+def judge_attacks(plane, launch, pool: str, sources: list[str], limits: dict):
+    """A fresh agent judges each attack on one case: (agent, sandbox pids before, results)."""
+    need_pool(pool)
     before = sandbox_pids()
-    agent, _ = launch(plane, "cpp", slots=2)
-    fork = plane.add_job(pool="cpp", source=FORK_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
-    memory = plane.add_job(pool="cpp", source=MEMORY_BOMB, cases=SUM_CASES[:1], limits=LIMITS)
+    agent, _ = launch(plane, pool, slots=2)
+    jobs = [plane.add_job(pool=pool, source=source, cases=SUM_CASES[:1], limits=limits) for source in sources]
+    return agent, before, [verdict_of(plane, job) for job in jobs]
 
-    assert verdict_of(plane, fork)["verdict"] in ("TLE", "RE")
-    mem = verdict_of(plane, memory)
+
+def test_a_fork_bomb_and_a_memory_bomb_are_contained_and_the_agent_survives(plane, launch):
+    agent, before, (fork, mem) = judge_attacks(plane, launch, "cpp", [FORK_BOMB, MEMORY_BOMB], LIMITS)
+    assert fork["verdict"] in ("TLE", "RE")
     assert mem["verdict"] == "MLE"
     assert mem["memoryKb"] >= LIMITS["memoryLimitMb"] * 1024 * 0.5
     assert agent.alive()
     after = verdict_of(plane, plane.add_job(pool="cpp", source=CPP_AC, cases=SUM_CASES, limits=LIMITS))
     assert after["verdict"] == "AC", "the agent still judges normally afterwards"
+    assert_nothing_left(agent, before)
+
+
+def assert_nothing_left(agent, before: set[str]) -> None:
+    """No process of the sandbox uid outlives its run, and every run folder is swept."""
     deadline = time.monotonic() + 5
     while sandbox_pids() - before and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert sandbox_pids() - before == set(), "no process of the bombs outlives its run"
+    assert sandbox_pids() - before == set(), "no process of a run outlives it"
     # The folder goes right after the result is posted: give the agent a moment.
     deadline = time.monotonic() + 10
     while list((agent.workspace / "runs").iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert list((agent.workspace / "runs").iterdir()) == [], "run folders are swept after each job"
+
+
+# Output files may be large here, so only the filesystems and the memory limit stop these.
+FILE_LIMITS = {"timeLimitMs": 4000, "memoryLimitMb": 64, "outputLimitKb": 65536}
+SHM_FLOOD = """
+for i in range(10):
+    with open(f"/dev/shm/flood{i}", "wb") as fh:
+        for _ in range(60):
+            fh.write(bytes(1 << 20))
+a, b = map(int, input().split())
+print(a + b)
+"""
+TMP_HOARD = """
+with open("/tmp/hoard", "wb") as fh:
+    for _ in range(60):
+        fh.write(bytes(1 << 20))
+a, b = map(int, input().split())
+print(a + b)
+"""
+
+
+def test_memory_kept_in_files_counts_against_the_memory_limit(plane, launch):
+    """/dev/shm is a bounded tmpfs, and what a program keeps in the sandbox's tmpfs is
+    memory it holds: 600 MB of files cannot pass under a 64 MiB limit, nor 60 MB in /tmp."""
+    agent, before, (shm, hoard) = judge_attacks(plane, launch, "python", [SHM_FLOOD, TMP_HOARD], FILE_LIMITS)
+    assert shm["verdict"] in ("MLE", "RE")
+    assert hoard["verdict"] == "MLE"
+    assert hoard["memoryKb"] > FILE_LIMITS["memoryLimitMb"] * 1024
+    assert_nothing_left(agent, before)
+
+
+STDERR_WIPE = """
+import os, sys
+print("not the answer")
+sys.stdout.flush()
+os.ftruncate(2, 0)
+sys.exit(1)
+"""
+
+
+def test_a_program_that_wipes_its_stderr_gets_a_verdict_not_a_system_error(plane, launch):
+    need_pool("python")
+    before = sandbox_pids()
+    agent, _ = launch(plane, "python", slots=1)
+    job = plane.add_job(pool="python", source=STDERR_WIPE, cases=SUM_CASES[:1], limits=LIMITS)
+    assert verdict_of(plane, job)["verdict"] == "RE"
+    assert len(plane.jobs[job].claims) == 1, "judged at the first attempt, never retried as a sandbox fault"
+    assert_nothing_left(agent, before)

@@ -85,35 +85,41 @@ def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base
     assert "bubblewrap (bwrap) was not found" in result.stderr and "JUDGE_ALLOW_WEAK_SANDBOX" in result.stderr
 
 
-def test_weak_mode_says_so_loudly_and_still_judges(plane, launch):
+def test_weak_mode_says_so_loudly_still_judges_and_tells_the_server(plane, launch):
     need_pool("python")
-    agent, _ = launch(plane, "python", env={"JUDGE_BWRAP": "/nonexistent/bwrap", "JUDGE_ALLOW_WEAK_SANDBOX": "1"})
+    agent, _ = launch(plane, "python", env={"JUDGE_BWRAP": "off", "JUDGE_ALLOW_WEAK_SANDBOX": "1"})
     job = plane.add_job(pool="python", source="a, b = map(int, input().split())\nprint(a + b)\n", cases=SUM_CASES)
     assert verdict_of(plane, job)["verdict"] == "AC"
     assert agent.logs().count("WEAK SANDBOX") >= 1
-    assert plane.nodes[agent.node_id].heartbeats[-1]["health"]["checks"]["sandbox"] is True
+    health = plane.nodes[agent.node_id].heartbeats[-1]["health"]
+    assert health["ok"] is True and health["checks"]["sandbox_isolated"] is False
+    assert health["checks"]["memory_cgroup"] is False
+
+    diagnostic = verdict_of(plane, plane.add_job(pool="python", source=None, kind="DIAGNOSTIC",
+                                                 node_id=agent.node_id), timeout=60)
+    isolation = next(c for c in diagnostic["checks"] if c["name"] == "sandbox_isolated")
+    assert not isolation["ok"] and isolation["detail"].startswith("WEAK")
+    assert diagnostic["verdict"] == "WA", "the self-check of a weak node does not pass on the node's word"
 
 
-def test_a_missing_compiler_is_reported_at_start(base_env, tmp_path, workdir):
+def test_a_bubblewrap_that_is_there_but_fails_stops_the_agent_even_in_weak_mode(base_env, tmp_path, workdir):
     need_pool("python")
-    spec = tmp_path / "specs.json"
-    spec.write_text('{"python-r1": {"check": [["no-such-interpreter", "--version"]]}}')
-    base_env["JUDGE_RUNTIME_SPEC_FILE"] = str(spec)
-    base_env["JUDGE_WORKSPACE"] = str(workdir / "ws")
+    broken = tmp_path / "bwrap"
+    broken.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    base_env.update({"JUDGE_BWRAP": str(broken), "JUDGE_ALLOW_WEAK_SANDBOX": "1",
+                     "JUDGE_WORKSPACE": str(workdir / "ws")})
     result = run_agent(base_env)
     assert result.returncode == 3
-    assert "runtime check `no-such-interpreter --version` failed" in result.stderr
+    assert "bubblewrap does not work here" in result.stderr and "Permission denied" in result.stderr
+    assert "WEAK SANDBOX" not in result.stderr
 
 
-def test_a_health_address_in_use_is_a_configuration_error(base_env, tls_files, workdir):
+def test_the_heartbeat_says_whether_runs_get_a_memory_cgroup(plane, launch):
     need_pool("python")
-    cert, key, _ca = tls_files
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        base_env.update({"JUDGE_HEALTH_LISTEN": f"127.0.0.1:{port}", "JUDGE_TLS_CERT": str(cert),
-                         "JUDGE_TLS_KEY": str(key), "JUDGE_WORKSPACE": str(workdir / "ws")})
-        result = run_agent(base_env)
-    assert result.returncode == 2
-    assert "health endpoint on 127.0.0.1" in result.stderr
+    agent, _ = launch(plane, "python", slots=1)
+    checks = plane.nodes[agent.node_id].heartbeats[-1]["health"]["checks"]
+    assert checks["sandbox_isolated"] is True
+    # Whichever this host allows, the agent says it, with its reason, and does not pretend.
+    said = "memory cgroup per run" if checks["memory_cgroup"] else "no memory cgroup for runs"
+    assert said in agent.logs()

@@ -14,7 +14,7 @@ from nodes.checks import _queue_self_check, checks_expire, connectivity_items, n
 from nodes.models import CheckStatus, DesiredState, JudgeNode, NodeCheck
 from nodes.services import AgentReport, node_session_open, node_update
 from tests.factories import UserFactory, identity_of, make_node, make_problem
-from tests.judging.helpers import claim, submit
+from tests.judging.helpers import claim, settle, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +169,41 @@ def test_a_failing_self_check_result_carrying_a_claim_gets_no_judge_job(student,
     assert carried.jobs == [], "the verdict that just failed the node must not be overtaken by its claim"
     assert claim(identity) == []
     assert JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.QUEUED).count() == 1
+
+
+WEAK_ITEMS = ({"name": "sandbox_isolated", "ok": False, "detail": "WEAK: rlimit-only sandbox"},
+              {"name": "run", "ok": True, "detail": "sum probe: AC"})
+
+
+def _self_check_of_a_weak_node(items, verdict="WA"):
+    from judging.services.settle import SettleRequest
+
+    node, identity = make_node(pool="python")
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    _diagnostic_job(node, check)
+    [job] = claim(identity)
+    settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
+                                   checks=items))
+    node.refresh_from_db()
+    check.refresh_from_db()
+    return node, check
+
+
+def test_a_node_with_a_weak_sandbox_fails_its_self_check():
+    node, check = _self_check_of_a_weak_node(WEAK_ITEMS)
+    assert node.self_check_status == CheckStatus.FAILED and check.status == NodeCheck.Status.FAILED
+
+
+def test_a_weak_sandbox_passes_only_where_the_server_accepts_weak_nodes(settings):
+    settings.KECE_ALLOW_WEAK_SANDBOX = True
+    node, check = _self_check_of_a_weak_node(WEAK_ITEMS)
+    assert node.self_check_status == CheckStatus.PASSED
+    isolation = next(i for i in check.items if i["name"] == "sandbox_isolated")
+    assert not isolation["ok"] and "KECE_ALLOW_WEAK_SANDBOX" in isolation["detail"], "the console shows what was accepted"
+
+
+def test_accepting_weak_nodes_does_not_excuse_any_other_failure(settings):
+    settings.KECE_ALLOW_WEAK_SANDBOX = True
+    broken = WEAK_ITEMS + ({"name": "filesystems_bounded", "ok": False, "detail": "writable without a bound: /dev"},)
+    node, _check = _self_check_of_a_weak_node(broken)
+    assert node.self_check_status == CheckStatus.FAILED
