@@ -40,6 +40,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("livez", views.alive, name="livez"),
     # Pages
     path("", pool_views.home, name="home"),
     path("status/panel", pool_views.status_panel, name="status-panel"),

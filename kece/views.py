@@ -48,6 +48,12 @@ def not_found(request, exception=None):
     return _error(request, 404, "not_found", "No such route.", "Not found")
 
 
+def alive(request):
+    """Liveness of this web process: answers without the database or the cache, so a
+    supervisor can tell a hung process from a dependency that is down."""
+    return HttpResponse(b"ok\n", content_type="text/plain", headers={"Cache-Control": "no-store"})
+
+
 def server_error(request):
     status = 503 if _is_api(request) else 500  # the contract has no 500: a failure is "retry later"
     return _error(request, status, "unavailable", "The server could not answer; retry later.",

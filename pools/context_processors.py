@@ -1,14 +1,16 @@
 """Every page's top bar reads the judge status from the same source as the homepage panel."""
 
+from functools import cache
+
 from django.conf import settings
-from django.utils.functional import SimpleLazyObject
 
 from pools.status import judge_status as read_status
 
 
 def judge_status(request):
-    # Lazy: a page that renders no top bar (an error page, a fragment) reads no cache key.
+    # A callable the template calls when it first needs the status: one cache read per
+    # request at most, none for a page that shows no status (an error page, a fragment).
     return {
-        "judge_status": SimpleLazyObject(read_status),
+        "judge_status": cache(read_status),
         "status_refresh_seconds": max(1, settings.KECE_STATUS_REFRESH_MS // 1000),
     }

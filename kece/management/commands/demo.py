@@ -46,8 +46,9 @@ class Command(BaseCommand):
             for pool in available:
                 demo.start_agent(pool, tls, weak)
             enabled = demo.verify_and_enable(nodes)
-            say(f"open {demo.base}/api/docs/ (API reference), {demo.base}/api/v1/system/judgers/summary"
-                f" (public status), {demo.base}/django-admin/ (tables) — user admin, password {demo.password}")
+            say(f"open {demo.base}/ (homepage and judge status), {demo.base}/problems (problems; sign in as"
+                f" student to submit), {demo.base}/api/docs/ (API reference), {demo.base}/django-admin/ (tables)"
+                f" — users admin and student, password {demo.password}")
             demo.follow(demo.submit_samples(enabled))
             if no_wait:
                 return
