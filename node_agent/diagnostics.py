@@ -2,8 +2,10 @@
 
 Compiled runtimes compile and run a tiny program; python also must be stopped by its CPU
 and memory limits; mysql checks SELECT, DML, that the restricted user cannot reach other
-databases, and that temporary resources are gone afterwards. The verdict is AC when every
-item passed, WA otherwise.
+databases (nor create one its grant's pattern would admit), that no connection reads the
+agent's files through ``LOAD DATA LOCAL INFILE``, that the time and memory limits hold when
+a submission lifts its session's own, and that the job's databases, user and sessions are
+gone afterwards. The verdict is AC when every item passed, WA otherwise.
 """
 
 from __future__ import annotations
@@ -107,37 +109,103 @@ def check_mysql(ctx: JobContext, judge_db) -> list[dict]:
     tag = f"j{ctx.job_id}_e{ctx.lease_epoch}_{secrets.token_hex(3)}"
     env = judge_db.create_env(tag)
     other = f"{env.db}_other"
+    # Every "_" of the job's name turned into a character the grant's pattern would admit.
+    lookalike = env.db.replace("_", "x")
+    parked = None
     try:
         env.extra_dbs.append(other)
         judge_db.create_database(other)
         judge_db.run_admin_script(other, "CREATE TABLE secret (v INT); INSERT INTO secret VALUES (7);")
-        dml = judge_db.run_as_user(
-            env, "CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 10), (2, 20);"
-                 " UPDATE t SET v = v + 1 WHERE id = 2; DELETE FROM t WHERE id = 1; SELECT id, v FROM t;",
-            time_limit_ms=5000, output_limit_bytes=4096, cancel=ctx.cancel)
+        judge_db.run_admin_script(env.db, "CREATE TABLE n (i INT); INSERT INTO n WITH RECURSIVE r(i) AS "
+                                          "(SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 300) SELECT i FROM r;")
+
+        def as_user(script: str, time_limit_ms: int = 5000, memory_limit_mb: int = 256):
+            return judge_db.run_as_user(env, script, time_limit_ms=time_limit_ms, output_limit_bytes=4096,
+                                        cancel=ctx.cancel, memory_limit_mb=memory_limit_mb)
+
+        dml = as_user("CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 10), (2, 20);"
+                      " UPDATE t SET v = v + 1 WHERE id = 2; DELETE FROM t WHERE id = 1; SELECT id, v FROM t;")
         items.append(item("dml", dml.verdict is None and dml.rows == [(2, 21)],
                           f"restricted user DML: {dml.verdict or dml.rows}"))
         for name, script in (
             ("no_other_database", f"SELECT v FROM `{other}`.secret"),
             ("no_system_tables", "SELECT User FROM mysql.user"),
             ("no_create_database", f"CREATE DATABASE `{judge_db.prefix}escape`"),
+            ("no_wildcard_database", f"CREATE DATABASE `{lookalike}`"),
         ):
-            res = judge_db.run_as_user(env, script, time_limit_ms=5000, output_limit_bytes=4096, cancel=ctx.cancel)
-            items.append(item(name, res.verdict == "RE", f"refused: {res.message[:200]}" if res.verdict == "RE"
-                              else f"NOT refused: {res.verdict or res.rows}"))
-        judge_db.run_admin_script(env.db, "CREATE TABLE n (i INT); INSERT INTO n WITH RECURSIVE r(i) AS "
-                                          "(SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 300) SELECT i FROM r;")
-        slow = judge_db.run_as_user(
-            env, "SELECT SUM(a.i * b.i + c.i * d.i) FROM n a, n b, n c, n d",
-            time_limit_ms=300, output_limit_bytes=4096, cancel=ctx.cancel)
+            items.append(_refused(name, as_user(script)))
+        items.append(_local_infile_refused(ctx, judge_db, env, as_user))
+        slow = as_user("SELECT SUM(a.i * b.i + c.i * d.i) FROM n a, n b, n c, n d", time_limit_ms=300)
         items.append(item("statement_time_limit", slow.verdict == "TLE", f"slow query: {slow.verdict}"))
+        items.extend(_limits_hold(judge_db, as_user))
+        # A session still open at cleanup, as a submission's would be if it outlived its run.
+        parked = judge_db.connect(user=env.user, password=env.password, db=env.db)
     finally:
         judge_db.drop_env(env)
+    items.append(_cleanup_complete(judge_db, tag, env, lookalike, parked))
+    return items
+
+
+def _refused(name: str, res) -> dict:
+    return item(name, res.verdict == "RE", f"refused: {res.message[:200]}" if res.verdict == "RE"
+                else f"NOT refused: {res.verdict or res.rows}")
+
+
+def _local_infile_refused(ctx: JobContext, judge_db, env, as_user) -> dict:
+    """LOAD DATA LOCAL makes the server read a file of the client — the agent — by name."""
+    probe = ctx.run_dir / "local_infile.txt"
+    probe.write_text("agent-side file\n")
+    load = f"LOAD DATA LOCAL INFILE {MySQLdb.string_literal(str(probe).encode()).decode()} INTO TABLE"
+    user = as_user(f"CREATE TABLE li (s TEXT); {load} li; SELECT s FROM li")
+    try:
+        judge_db.run_admin_script(env.db, f"CREATE TABLE lia (s TEXT); {load} lia;")
+        admin_refused = False
+    except MySQLdb.Error:
+        admin_refused = True
+    ok = user.verdict == "RE" and admin_refused
+    return item("no_local_infile", ok, "LOAD DATA LOCAL INFILE refused to the restricted and the admin connection"
+                if ok else f"NOT refused: restricted {user.verdict or user.rows}, admin refused={admin_refused}")
+
+
+def _limits_hold(judge_db, as_user) -> list[dict]:
+    """The limits hold when a submission lifts the session's own."""
+    lift = ("SET SESSION max_statement_time = 0" if judge_db.flavor() == "mariadb"
+            else "SET SESSION max_execution_time = 0")
+    start = time.monotonic()
+    slept = as_user(f"{lift}; SELECT SLEEP(10)", time_limit_ms=300)
+    waited = int((time.monotonic() - start) * 1000)
+    items = [item("time_limit_not_liftable", slept.verdict == "TLE" and waited < 5000,
+                  f"SLEEP(10) after lifting max_statement_time: {slept.verdict or slept.rows} after {waited} ms")]
+    parked = as_user("SET SESSION max_heap_table_size = 1073741824, tmp_table_size = 1073741824;"
+                     " CREATE TABLE m (s VARCHAR(1000)) ENGINE=MEMORY;"
+                     " INSERT INTO m SELECT REPEAT('x', 1000) FROM n a, n b LIMIT 2000; SELECT SLEEP(3)",
+                     time_limit_ms=2000, memory_limit_mb=1)
+    items.append(item("memory_limit_not_liftable", parked.verdict == "MLE",
+                      f"8 MB MEMORY table after lifting max_heap_table_size, 1 MB limit: {parked.verdict or parked.rows}"))
+    return items
+
+
+def _cleanup_complete(judge_db, tag: str, env, lookalike: str, parked) -> dict:
     dbs, users = judge_db.leftovers()
     leftover = [n for n in dbs + users if tag in n]
-    items.append(item("cleanup", not leftover, "temporary database and user dropped" if not leftover
-                      else f"left behind: {', '.join(leftover)}"))
-    return items
+    conn = judge_db.admin()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (lookalike,))
+        leftover += [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (env.user,))
+        sessions = cur.fetchone()[0]
+    finally:
+        conn.close()
+    if parked is not None:
+        try:
+            parked.close()
+        except MySQLdb.Error:
+            pass
+    if sessions:
+        leftover.append(f"{sessions} session(s) of {env.user}")
+    return item("cleanup", not leftover, "temporary databases, user and sessions gone" if not leftover
+                else f"left behind: {', '.join(leftover)}")
 
 
 def run(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db) -> dict:

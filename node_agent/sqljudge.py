@@ -9,13 +9,21 @@ Per job, through the administrative connection (``JUDGE_MYSQL_URL``):
 3. query problems: run the reference answer as admin, then the submission as the
    restricted user, and compare the two result sets;
    DML problems (``check`` given): run the submission as the restricted user, then the
-   check statement; run schema, seed, answer and check in a second temporary database, and
-   compare the two check results;
-4. drop everything, whatever happened.
+   check statement, in a fresh restricted session under the same limits; run schema, seed,
+   answer and check in a second temporary database, and compare the two check results —
+   after making sure every table and view the reference has is still a table or view of
+   the same kind (a submission may not swap a checked table for a view of its own);
+4. kill every session of the job, then drop everything, whatever happened.
 
-The submission's time is bounded twice: the server-side statement limit
-(``max_statement_time`` on MariaDB, ``max_execution_time`` on MySQL, which a submission
-could reset) and a watchdog that kills the restricted connection from the admin side.
+Whatever a submission can change with ``SET SESSION`` is a default, not a limit: the
+statement time limit (``max_statement_time`` on MariaDB, ``max_execution_time`` on MySQL)
+and the in-memory table size (``max_heap_table_size``, ``tmp_table_size``) are set for
+precise errors, and a watchdog on an admin connection enforces both from outside — it
+kills the session at the time limit, and once the job's MEMORY tables plus its sessions'
+memory pass the memory limit. Every connection refuses ``LOAD DATA LOCAL INFILE`` (the
+server would otherwise read the agent's own files through it). The restricted user's
+grant names its database with ``_`` escaped, so it admits no other name.
+
 Syntax error 1064 is CE; running out of the session's memory (an in-memory table larger
 than the memory limit, out of sort memory) MLE; other SQL errors RE; a timeout TLE; a
 result larger than the output limit OLE; a different result WA.
@@ -45,6 +53,11 @@ SYNTAX_ERROR = 1064
 # Out of memory, out of sort memory, out of resources, in-memory table full: the memory
 # limit is applied to the session's in-memory tables (max_heap_table_size, tmp_table_size).
 MEMORY_CODES = {1037, 1038, 1041, 1114}
+# A killed session may hold its locks a moment longer (rollback); cleanup waits this long
+# for it, then gives up to the next sweep rather than blocking a slot.
+CLEANUP_WAIT_S = 10
+LOCK_WAIT_S = 5
+WATCHDOG_POLL_S = 0.05
 USER_PRIVILEGES = (
     "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE VIEW, SHOW VIEW, "
     "CREATE TEMPORARY TABLES"
@@ -63,6 +76,11 @@ def _quote_ident(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"unexpected identifier {name!r}")
     return f"`{name}`"
+
+
+def grant_pattern(name: str) -> str:
+    """A database name as GRANT reads it: ``_`` and ``%`` are wildcards there unless escaped."""
+    return name.replace("_", "\\_").replace("%", "\\%")
 
 
 def normalise(rows: list[tuple]) -> list[tuple]:
@@ -101,7 +119,7 @@ class JudgeDb:
                 multi: bool = False):
         kwargs = dict(host=self.target.host, port=self.target.port, user=user or self.target.user,
                       passwd=self.target.password if user is None else password, connect_timeout=10,
-                      autocommit=True, charset="utf8mb4")
+                      autocommit=True, charset="utf8mb4", local_infile=0)
         if db:
             kwargs["db"] = db
         if multi:
@@ -155,7 +173,7 @@ class JudgeDb:
             cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s WITH MAX_USER_CONNECTIONS 2",
                         (env.user, env.password))
             env.created_user = True
-            cur.execute(f"GRANT {USER_PRIVILEGES} ON {_quote_ident(env.db)}.* TO %s@'%%'", (env.user,))
+            cur.execute(f"GRANT {USER_PRIVILEGES} ON `{grant_pattern(env.db)}`.* TO %s@'%%'", (env.user,))
         except MySQLdb.Error as exc:
             conn.close()
             self.drop_env(env)
@@ -177,21 +195,52 @@ class JudgeDb:
         conn = self.admin()
         try:
             cur = conn.cursor()
-            # DROP USER leaves open sessions running: kill them first.
-            if users:
-                cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER IN ("
-                            + ",".join(["%s"] * len(users)) + ")", users)
-                for (pid,) in cur.fetchall():
-                    try:
-                        cur.execute(f"KILL {int(pid)}")
-                    except MySQLdb.Error:
-                        pass
+            # A DROP behind a lock waits lock_wait_timeout (a day by default): fail fast and
+            # leave it to the next sweep instead.
+            cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}")
+            databases = list(dict.fromkeys(databases + self._admitted(cur, users)))
+            self._kill_sessions(cur, databases, users)
             for user in users:
                 cur.execute("DROP USER IF EXISTS %s@'%%'", (user,))
             for db in databases:
                 cur.execute(f"DROP DATABASE IF EXISTS {_quote_ident(db)}")
         finally:
             conn.close()
+
+    @staticmethod
+    def _admitted(cur, users: list[str]) -> list[str]:
+        """Every existing database the users' grants admit (``LIKE`` reads a grant's pattern as
+        the privilege check does), so what a user could create goes with it."""
+        if not users:
+            return []
+        cur.execute("SELECT DISTINCT s.SCHEMA_NAME FROM information_schema.SCHEMATA s JOIN mysql.db d "
+                    "ON s.SCHEMA_NAME LIKE d.Db WHERE d.User IN (" + ",".join(["%s"] * len(users)) + ")", users)
+        return [_str(r[0]) for r in cur.fetchall()]
+
+    @staticmethod
+    def _kill_sessions(cur, databases: list[str], users: list[str]) -> None:
+        """Kill the users' sessions and any session using the databases (DROP USER leaves
+        sessions running, DROP DATABASE waits for them), and wait until they are gone."""
+        if not databases and not users:
+            return
+        query = ("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND ("
+                 "USER IN (" + ",".join(["%s"] * len(users) or ["NULL"]) + ") OR "
+                 "DB IN (" + ",".join(["%s"] * len(databases) or ["NULL"]) + "))")
+        deadline = time.monotonic() + CLEANUP_WAIT_S
+        killed: set[int] = set()
+        while True:
+            cur.execute(query, users + databases)
+            alive = [int(pid) for (pid,) in cur.fetchall()]
+            if not alive or time.monotonic() >= deadline:
+                return
+            for pid in alive:
+                if pid not in killed:
+                    try:
+                        cur.execute(f"KILL {pid}")
+                    except MySQLdb.Error:
+                        pass
+                    killed.add(pid)
+            time.sleep(WATCHDOG_POLL_S)
 
     def leftovers(self) -> tuple[list[str], list[str]]:
         like = self.prefix.replace("_", "\\_") + "%"
@@ -201,7 +250,7 @@ class JudgeDb:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE %s", (like,))
             dbs = [r[0] for r in cur.fetchall()]
             cur.execute("SELECT DISTINCT User FROM mysql.user WHERE User LIKE %s", (like,))
-            users = [r[0].decode() if isinstance(r[0], bytes) else r[0] for r in cur.fetchall()]
+            users = [_str(r[0]) for r in cur.fetchall()]
             return dbs, users
         finally:
             conn.close()
@@ -236,27 +285,10 @@ class JudgeDb:
             conn = self.connect(user=env.user, password=env.password, db=env.db, multi=True)
         except MySQLdb.OperationalError as exc:
             raise InfraError("judge_db_unavailable", f"restricted user cannot connect: {exc.args}") from None
-        fired = threading.Event()
-        done = threading.Event()
-        thread_id = conn.thread_id()
-
-        def watchdog():
-            deadline = time.monotonic() + time_limit_ms / 1000 + 0.5
-            while not done.wait(0.05):
-                if time.monotonic() >= deadline or cancel.is_set():
-                    fired.set()
-                    try:
-                        admin = self.admin()
-                        try:
-                            admin.cursor().execute(f"KILL {int(thread_id)}")
-                        finally:
-                            admin.close()
-                    except (MySQLdb.Error, InfraError):
-                        pass
-                    return
-
+        heap = max(16 * 1024, int(memory_limit_mb) * 1024 * 1024)
+        dog = Watchdog(self, env, conn.thread_id(), time_limit_ms=time_limit_ms, memory_bytes=heap, cancel=cancel)
         start = time.monotonic()
-        dog = threading.Thread(target=watchdog, name=f"sql-watchdog-{thread_id}", daemon=True)
+        rows, error = None, None
         try:
             cur = conn.cursor(MySQLdb.cursors.SSCursor)
             seconds = max(0.001, time_limit_ms / 1000)
@@ -264,50 +296,153 @@ class JudgeDb:
                 cur.execute(f"SET SESSION max_statement_time = {seconds:.3f}")
             else:
                 cur.execute(f"SET SESSION max_execution_time = {int(time_limit_ms)}")
-            heap = max(16 * 1024, int(memory_limit_mb) * 1024 * 1024)
             cur.execute(f"SET SESSION max_heap_table_size = {heap}, tmp_table_size = {heap}")
             dog.start()
             start = time.monotonic()
-            cur.execute(script)
-            last = None
-            while True:
-                if cur.description is not None:
-                    rows, size = [], 0
-                    while True:
-                        batch = cur.fetchmany(1000)
-                        if not batch:
-                            break
-                        for row in batch:
-                            size += sum(len(str(v)) + 1 for v in row)
-                        if size > output_limit_bytes:
-                            return Outcome("OLE", time_ms=_ms(start))
-                        rows.extend(batch)
-                    last = rows
-                if cur.nextset() is None:
-                    break
-            elapsed = _ms(start)
-            if fired.is_set() or elapsed > time_limit_ms:
-                return Outcome("TLE", time_ms=elapsed)
-            return Outcome(None, rows=last, time_ms=elapsed)
+            rows = _last_result(cur, script, output_limit_bytes)
         except MySQLdb.Error as exc:
-            elapsed = _ms(start)
-            if cancel.is_set():
-                raise JobCancelled() from None
-            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-            message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
-            if fired.is_set() or code in TIMEOUT_CODES:
-                return Outcome("TLE", message=message, time_ms=max(elapsed, time_limit_ms))
-            if code == SYNTAX_ERROR:
-                return Outcome("CE", message=f"ERROR {code}: {message}", time_ms=elapsed)
-            if code in MEMORY_CODES:
-                return Outcome("MLE", message=f"ERROR {code}: {message}", time_ms=elapsed)
-            return Outcome("RE", message=f"ERROR {code}: {message}", time_ms=elapsed)
+            error = exc
         finally:
-            done.set()
-            try:
-                conn.close()
-            except MySQLdb.Error:
-                pass
+            elapsed = _ms(start)
+            dog.stop()
+            _close(conn)
+        if dog.fired == "cancel" or (error is not None and cancel.is_set()):
+            raise JobCancelled()
+        if dog.fired == "memory":
+            return Outcome("MLE", message="in-memory tables over the memory limit", time_ms=elapsed)
+        if error is None:
+            if rows is _OVER_LIMIT:
+                return Outcome("OLE", time_ms=elapsed)
+            if dog.fired or elapsed > time_limit_ms:
+                return Outcome("TLE", time_ms=elapsed)
+            return Outcome(None, rows=rows, time_ms=elapsed)
+        code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
+        message = str(error.args[1]) if len(error.args) > 1 else str(error)
+        if dog.fired or code in TIMEOUT_CODES:
+            return Outcome("TLE", message=message, time_ms=max(elapsed, time_limit_ms))
+        if code == SYNTAX_ERROR:
+            return Outcome("CE", message=f"ERROR {code}: {message}", time_ms=elapsed)
+        if code in MEMORY_CODES:
+            return Outcome("MLE", message=f"ERROR {code}: {message}", time_ms=elapsed)
+        return Outcome("RE", message=f"ERROR {code}: {message}", time_ms=elapsed)
+
+    def object_types(self, db: str) -> dict[str, str]:
+        """``{name: TABLE_TYPE}`` of a database's tables and views."""
+        conn = self.admin()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (db,))
+            return {_str(name): _str(kind) for name, kind in cur.fetchall()}
+        finally:
+            conn.close()
+
+
+class Watchdog(threading.Thread):
+    """Enforces a restricted session's limits from an admin connection, where the submission
+    cannot lift them: kills it at the time limit (plus a margin for the server's own, more
+    precise limit), on cancel, and once the job's MEMORY tables and its sessions' memory
+    pass the memory limit. ``fired`` says why ("time", "cancel", "memory") or is None.
+
+    Temporary MEMORY tables are private to their session and invisible here (MariaDB 10.11,
+    MySQL 8): they are bounded by ``max_heap_table_size`` and by the time limit."""
+
+    def __init__(self, judge_db: JudgeDb, env: "TempEnv", thread_id: int, *, time_limit_ms: int,
+                 memory_bytes: int, cancel: threading.Event):
+        super().__init__(name=f"sql-watchdog-{thread_id}", daemon=True)
+        self.judge_db, self.env, self.thread_id = judge_db, env, int(thread_id)
+        self.time_limit_ms, self.memory_bytes, self.cancel = time_limit_ms, memory_bytes, cancel
+        self.fired: str | None = None
+        self._done = threading.Event()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self.ident is not None:
+            self.join()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.time_limit_ms / 1000 + 0.5
+        admin = None
+        try:
+            while not self._done.wait(WATCHDOG_POLL_S):
+                try:
+                    admin = admin or self._connect()
+                    reason = self._reason(admin.cursor(), deadline)
+                    if reason:
+                        self.fired = reason
+                        admin.cursor().execute(f"KILL {self.thread_id}")
+                        return
+                except (MySQLdb.Error, InfraError):
+                    # The judge server is away: the statement fails on its own; try again.
+                    admin = _close(admin)
+            # MEMORY tables outlive their statement: a last look finds one that was filled
+            # between two polls.
+            admin = admin or self._connect()
+            if self._footprint(admin.cursor()) > self.memory_bytes:
+                self.fired = "memory"
+        except (MySQLdb.Error, InfraError):
+            pass
+        finally:
+            _close(admin)
+
+    def _connect(self):
+        admin = self.judge_db.admin()
+        if self.judge_db.flavor() == "mysql":
+            # MySQL 8 caches table sizes for a day by default.
+            admin.cursor().execute("SET SESSION information_schema_stats_expiry = 0")
+        return admin
+
+    def _reason(self, cur, deadline: float) -> str | None:
+        if self.cancel.is_set():
+            return "cancel"
+        if time.monotonic() >= deadline:
+            return "time"
+        if self._footprint(cur) > self.memory_bytes:
+            return "memory"
+        return None
+
+    def _footprint(self, cur) -> int:
+        tables = ("SELECT COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES "
+                  "WHERE TABLE_SCHEMA = %s AND ENGINE = 'MEMORY'")
+        if self.judge_db.flavor() == "mariadb":
+            cur.execute(f"SELECT ({tables}) + (SELECT COALESCE(SUM(MEMORY_USED), 0) "
+                        "FROM information_schema.PROCESSLIST WHERE USER = %s)", (self.env.db, self.env.user))
+        else:
+            cur.execute(tables, (self.env.db,))
+        return int(cur.fetchone()[0] or 0)
+
+
+_OVER_LIMIT = object()
+
+
+def _last_result(cur, script: str, output_limit_bytes: int):
+    """The script's last result set (None if it had none), or _OVER_LIMIT once a result set
+    passes the output limit: rows are counted as they stream in, never all held first."""
+    cur.execute(script)
+    last = None
+    while True:
+        if cur.description is not None:
+            rows, size = [], 0
+            while batch := cur.fetchmany(1000):
+                size += sum(len(str(v)) + 1 for row in batch for v in row)
+                if size > output_limit_bytes:
+                    return _OVER_LIMIT
+                rows.extend(batch)
+            last = rows
+        if cur.nextset() is None:
+            return last
+
+
+def _close(conn) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except MySQLdb.Error:
+            pass
+    return None
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, (bytes, bytearray)) else value
 
 
 def _ms(start: float) -> int:
@@ -347,6 +482,21 @@ def _reference(judge_db: JudgeDb, db: str, script: str) -> list[tuple]:
     return rows or []
 
 
+def _run_check(judge_db: JudgeDb, env: TempEnv, check: str, expected_types: dict[str, str], run_limits: dict,
+               time_ms: int) -> Outcome:
+    """The check statement over what the submission left: as the restricted user in a fresh
+    session under the submission's own limits, so a view, a huge table or a dropped table the
+    submission put under a checked name ends as its own verdict (WA, TLE, OLE, RE)."""
+    actual_types = judge_db.object_types(env.db)
+    changed = sorted(name for name, kind in expected_types.items() if actual_types.get(name) != kind)
+    if changed:
+        return Outcome("WA", message=f"not a {expected_types[changed[0]].lower()} any more: {changed[0]}",
+                       time_ms=time_ms)
+    outcome = judge_db.run_as_user(env, check, **run_limits)
+    outcome.time_ms = time_ms
+    return outcome
+
+
 def judge_sql(ctx: JobContext, judge_db: JudgeDb) -> dict:
     job = ctx.job
     sql = job.get("sql") or {}
@@ -361,6 +511,9 @@ def judge_sql(ctx: JobContext, judge_db: JudgeDb) -> dict:
     tag = f"j{ctx.job_id}_e{ctx.lease_epoch}_{secrets.token_hex(3)}"
     ctx.check()
     env = judge_db.create_env(tag)
+    run_limits = dict(time_limit_ms=int(limits["timeLimitMs"]), cancel=ctx.cancel,
+                      output_limit_bytes=int(limits["outputLimitKb"]) * 1024,
+                      memory_limit_mb=int(limits.get("memoryLimitMb") or 256))
     try:
         _setup(judge_db, env.db, schema, seed)
         if check is None:
@@ -372,19 +525,17 @@ def judge_sql(ctx: JobContext, judge_db: JudgeDb) -> dict:
             _setup(judge_db, ref_db, schema, seed)
             _reference(judge_db, ref_db, answer)
             expected = _reference(judge_db, ref_db, check)
+            expected_types = judge_db.object_types(ref_db)
         ctx.check()
         ctx.progress("JUDGING", 1)
-        outcome = judge_db.run_as_user(
-            env, submission, time_limit_ms=int(limits["timeLimitMs"]),
-            output_limit_bytes=int(limits["outputLimitKb"]) * 1024, cancel=ctx.cancel,
-            memory_limit_mb=int(limits.get("memoryLimitMb") or 256),
-        )
+        outcome = judge_db.run_as_user(env, submission, **run_limits)
+        if outcome.verdict is None and check is not None:
+            outcome = _run_check(judge_db, env, check, expected_types, run_limits, outcome.time_ms)
         if outcome.verdict is None:
-            actual = outcome.rows if check is None else _reference(judge_db, env.db, check)
-            if check is None and actual is None:
+            if outcome.rows is None:
                 outcome.verdict = "WA"  # a query problem answered without a result set
             else:
-                outcome.verdict = "AC" if results_equal(actual, expected, ordered) else "WA"
+                outcome.verdict = "AC" if results_equal(outcome.rows, expected, ordered) else "WA"
     finally:
         try:
             judge_db.drop_env(env)

@@ -572,6 +572,18 @@ def test_mysql_agent_judges_on_its_own_database(compose):
             assert not set(service["networks"]) & set(judge_db["networks"])
 
 
+def test_mysql_agent_runs_as_an_unprivileged_user_owning_its_volumes(compose):
+    agent = compose["services"]["agent-mysql"]
+    uid, _, gid = str(agent.get("user", "")).partition(":")
+    assert uid.isdigit() and int(uid) != 0 and gid.isdigit() and int(gid) != 0, "agent-mysql must not run as root"
+    assert agent.get("cap_add") == [], "agent-mysql starts no sandbox and needs no capability"
+    setup = " ".join(rest for word, rest in dockerfile_instructions(REPO / AGENT_DOCKERFILE) if word == "RUN")
+    assert re.search(rf"useradd [^;]*--uid {uid} ", setup), "Dockerfile.agent creates the mysql agent's user"
+    mounts = {v.split(":")[1] for v in agent["volumes"]}
+    owned = re.search(r'"\$\{POOL\}" = mysql \]; then [^;]*;\s*chown\s+\S+\s+([^;]*);', setup)
+    assert owned and mounts <= set(owned.group(1).split()), "the mysql agent's user owns its volumes' mount points"
+
+
 def test_agents_run_with_least_privilege(compose):
     for name, service in services_built_from(compose, AGENT_DOCKERFILE).items():
         assert not service.get("privileged"), f"{name} must not be privileged"
