@@ -209,6 +209,8 @@ def _port_ranges(items) -> list[tuple[int, int]]:
 
 
 KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"]))
+# One deadline for a connectivity probe, from resolving the name to the last byte of the answer.
+KECE_PROBE_TIMEOUT_MS = _positive_ms("KECE_PROBE_TIMEOUT_MS", 10000)
 # CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
 # A self-check the node has not finished by then fails.
