@@ -134,6 +134,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
+# own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
+# worker started without --queues serves both.
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in ("celery", "probes")}
+CELERY_TASK_ROUTES = {"nodes.run_check": {"queue": "probes"}}
 
 # Without Redis the web process runs the periodic work itself (reaper, events, snapshot).
 KECE_IN_PROCESS_SCHEDULER = env.bool("KECE_IN_PROCESS_SCHEDULER", default=not REDIS_URL)
