@@ -5,7 +5,6 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 """
 
 import ipaddress
-import sys
 from pathlib import Path
 
 import environ
@@ -35,15 +34,14 @@ def _positive_ms(name: str, default: int) -> int:
 
 
 DEBUG = env.bool("DEBUG", default=False)
-TESTING = env.bool("KECE_TESTING", default="pytest" in sys.modules)
 
 SECRET_KEY = _secret("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not (DEBUG or TESTING):
+    if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=1")
     SECRET_KEY = "kece-development-only-secret-key-not-for-production"
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if (DEBUG or TESTING) else [])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -184,11 +182,11 @@ if KECE_MAX_ATTEMPTS < 1:
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:
     raise ImproperlyConfigured("KECE_RENEW_INTERVAL_MS must be shorter than KECE_LEASE_TTL_MS")
 
-# Out-of-order row locks raise instead of logging. Always on in tests.
-KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG or TESTING)
+# Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
+KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)
 
 _default_networks = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
-if DEBUG or TESTING:
+if DEBUG:
     _default_networks += ["127.0.0.0/8", "::1/128"]
 KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
 for _network in KECE_PROBE_ALLOWED_NETWORKS:
