@@ -43,6 +43,15 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Outside development the site is served over HTTPS only (deploy/compose/nginx.conf), so the
+# session and CSRF cookies never travel in clear. uvicorn --proxy-headers takes the scheme
+# from the proxy's X-Forwarded-Proto; Django itself trusts no such header from a client.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
+# Reverse proxies in front of the server that set X-Forwarded-For (1: compose's nginx). With
+# 0 the header is ignored, so a client cannot choose the address the join throttle counts.
+KECE_NUM_PROXIES = env.int("KECE_NUM_PROXIES", default=0)
+if KECE_NUM_PROXIES < 0:
+    raise ImproperlyConfigured("KECE_NUM_PROXIES must be 0 or more")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -132,6 +141,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# `celery worker --beat` keeps its schedule with the other state, not in the working folder.
+CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
 # Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
 # own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
 # worker started without --queues serves both.
@@ -247,6 +258,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "kece.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "NUM_PROXIES": KECE_NUM_PROXIES,
 }
 
 SPECTACULAR_SETTINGS = {

@@ -43,3 +43,13 @@ def test_development_probes_loopback(address):
     assert run.returncode == 0, run.stderr
     assert any(ipaddress.ip_address(address) in ipaddress.ip_network(n) for n in json.loads(run.stdout)["networks"])
 
+
+@pytest.mark.django_db
+def test_outside_development_the_session_and_csrf_cookies_are_secure(client):
+    from tests.factories import UserFactory
+
+    UserFactory(username="teacher")  # password "pw-for-tests-only"
+    login_page = client.get("/accounts/login/")
+    assert login_page.cookies["csrftoken"]["secure"] is True
+    signed_in = client.post("/accounts/login/", {"username": "teacher", "password": "pw-for-tests-only"})
+    assert signed_in.status_code == 302 and signed_in.cookies["sessionid"]["secure"] is True

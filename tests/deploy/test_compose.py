@@ -795,6 +795,9 @@ def test_server_settings_load_in_production_mode(made_secrets, tmp_path):
     # Production: MySQL and Redis in use, so none of the embedded-mode warnings.
     assert "kece.W001" not in result.stderr + result.stdout
     assert "kece.W002" not in result.stderr + result.stdout
+    # Session and CSRF cookies are marked Secure.
+    assert "security.W012" not in result.stderr + result.stdout
+    assert "security.W016" not in result.stderr + result.stdout
 
 
 def _docker_compose_available() -> bool:
