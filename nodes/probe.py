@@ -61,6 +61,8 @@ def resolve_checked(host: str, port: int, *, within: float | None = None) -> lis
                       fields={"baseUrl": ["host does not resolve"]}) from exc
     except (socket.gaierror, UnicodeError) as exc:
         raise Invalid(f"The host {host!r} does not resolve.", fields={"baseUrl": ["host does not resolve"]}) from exc
+    if not addresses:
+        raise Invalid(f"The host {host!r} has no address.", fields={"baseUrl": ["host does not resolve"]})
     networks = _allowed_networks()
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])

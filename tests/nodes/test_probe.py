@@ -47,6 +47,7 @@ def loopback_allowed(settings, resolver):
     settings.KECE_PROBE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (1024, 65535)]
     resolver.answers["localhost"] = ["127.0.0.1"]
+    resolver.answers["no-address.test"] = []
 
 
 @pytest.mark.parametrize("url, normalised", [
@@ -67,6 +68,7 @@ def test_base_urls_are_normalised(loopback_allowed, url, normalised):
     ("https://127.0.0.1/?next=x", "only scheme, host, port"),
     ("https://10.1.2.3", "outside the approved networks"),
     ("https://no-such-host.invalid", "host does not resolve"),
+    ("https://no-address.test", "host does not resolve"),
     ("https:///nohost", "must use https"),
     ("not a url", "must use https"),
 ])
