@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def setup(database: str = "kece_bench"):
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DATABASE_URL", f"mysql://root:@127.0.0.1:3306/{database}")
-    os.environ.setdefault("KECE_TESTING", "1")
     os.environ.setdefault("KECE_LOG_LEVEL", "WARNING")
     os.environ.setdefault("KECE_ARTIFACT_ROOT", str(ROOT / "var" / "bench-artifacts"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
+    # The test run's settings: a development secret, loopback nodes, the lock-order check.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     url = os.environ["DATABASE_URL"]
     if url.startswith("mysql"):
         import MySQLdb

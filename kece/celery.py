@@ -1,6 +1,8 @@
 import os
+from pathlib import Path
 
 from celery import Celery
+from celery.signals import beat_embedded_init, beat_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
@@ -16,3 +18,13 @@ def _schedule_periodic_work(sender, **kwargs):
 
     for task_name, interval_seconds in PERIODIC_TASKS():
         sender.add_periodic_task(interval_seconds, sender.signature(task_name), name=task_name)
+
+
+@beat_init.connect
+@beat_embedded_init.connect
+def _schedule_folder(sender=None, **kwargs):
+    # The beat schedule lives in var/ (CELERY_BEAT_SCHEDULE_FILENAME), which a fresh checkout
+    # does not have yet.
+    from django.conf import settings
+
+    Path(settings.CELERY_BEAT_SCHEDULE_FILENAME).parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,6 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 """
 
 import ipaddress
-import sys
 from pathlib import Path
 
 import environ
@@ -35,16 +34,24 @@ def _positive_ms(name: str, default: int) -> int:
 
 
 DEBUG = env.bool("DEBUG", default=False)
-TESTING = env.bool("KECE_TESTING", default="pytest" in sys.modules)
 
 SECRET_KEY = _secret("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not (DEBUG or TESTING):
+    if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=1")
     SECRET_KEY = "kece-development-only-secret-key-not-for-production"
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if (DEBUG or TESTING) else [])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Outside development the site is served over HTTPS only (deploy/compose/nginx.conf), so the
+# session and CSRF cookies never travel in clear. uvicorn --proxy-headers takes the scheme
+# from the proxy's X-Forwarded-Proto; Django itself trusts no such header from a client.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
+# Reverse proxies in front of the server that set X-Forwarded-For (1: compose's nginx). With
+# 0 the header is ignored, so a client cannot choose the address the join throttle counts.
+KECE_NUM_PROXIES = env.int("KECE_NUM_PROXIES", default=0)
+if KECE_NUM_PROXIES < 0:
+    raise ImproperlyConfigured("KECE_NUM_PROXIES must be 0 or more")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -136,6 +143,13 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# `celery worker --beat` keeps its schedule with the other state, not in the working folder.
+CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
+# Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
+# own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
+# worker started without --queues serves both.
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in ("celery", "probes")}
+CELERY_TASK_ROUTES = {"nodes.run_check": {"queue": "probes"}}
 
 # Without Redis the web process runs the periodic work itself (reaper, events, snapshot).
 KECE_IN_PROCESS_SCHEDULER = env.bool("KECE_IN_PROCESS_SCHEDULER", default=not REDIS_URL)
@@ -190,11 +204,11 @@ if KECE_MAX_ATTEMPTS < 1:
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:
     raise ImproperlyConfigured("KECE_RENEW_INTERVAL_MS must be shorter than KECE_LEASE_TTL_MS")
 
-# Out-of-order row locks raise instead of logging. Always on in tests.
-KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG or TESTING)
+# Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
+KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)
 
 _default_networks = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
-if DEBUG or TESTING:
+if DEBUG:
     _default_networks += ["127.0.0.0/8", "::1/128"]
 KECE_PROBE_ALLOWED_NETWORKS = env.list("KECE_PROBE_ALLOWED_NETWORKS", default=_default_networks)
 for _network in KECE_PROBE_ALLOWED_NETWORKS:
@@ -220,6 +234,8 @@ def _port_ranges(items) -> list[tuple[int, int]]:
 
 
 KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", default=["443", "8443"]))
+# One deadline for a connectivity probe, from resolving the name to the last byte of the answer.
+KECE_PROBE_TIMEOUT_MS = _positive_ms("KECE_PROBE_TIMEOUT_MS", 10000)
 # CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
 # A self-check the node has not finished by then fails.
@@ -255,6 +271,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "kece.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "NUM_PROXIES": KECE_NUM_PROXIES,
 }
 
 SPECTACULAR_SETTINGS = {

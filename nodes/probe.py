@@ -1,9 +1,15 @@
 """Node base URLs: normalised and held to the approved networks and ports (SSRF rules)."""
 
+import http.client
+import io
 import ipaddress
+import json
 import socket
+import ssl
+import threading
 import time
-from urllib.parse import urlsplit
+from concurrent.futures import Future
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 
@@ -22,13 +28,41 @@ def _allowed_networks():
     return [ipaddress.ip_network(n, strict=False) for n in settings.KECE_PROBE_ALLOWED_NETWORKS]
 
 
-def resolve_checked(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to, all of which must lie in an approved network."""
+def lookup(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, in the resolver's order: the only place the SSRF
+    rules ask the resolver."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def _lookup_within(host: str, port: int, seconds: float) -> list[str]:
+    # getaddrinfo takes no timeout: a late answer is abandoned to its daemon thread, which
+    # ends with the resolver's own timeout.
+    answer = Future()
+
+    def resolve():
+        try:
+            answer.set_result(lookup(host, port))
+        except BaseException as exc:
+            answer.set_exception(exc)
+
+    threading.Thread(target=resolve, name="kece-resolve", daemon=True).start()
+    return answer.result(timeout=seconds)
+
+
+def resolve_checked(host: str, port: int, *, within: float | None = None) -> list[str]:
+    """Every address `host` resolves to, all of which must lie in an approved network; the
+    resolver gets `within` seconds (default: the probe's whole deadline)."""
+    within = settings.KECE_PROBE_TIMEOUT_MS / 1000 if within is None else within
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = _lookup_within(host, port, within)
+    except TimeoutError as exc:
+        raise Invalid(f"The host {host!r} did not resolve within {within:g} s.",
+                      fields={"baseUrl": ["host does not resolve"]}) from exc
     except (socket.gaierror, UnicodeError) as exc:
         raise Invalid(f"The host {host!r} does not resolve.", fields={"baseUrl": ["host does not resolve"]}) from exc
-    addresses = sorted({info[4][0] for info in infos})
+    if not addresses:
+        raise Invalid(f"The host {host!r} has no address.", fields={"baseUrl": ["host does not resolve"]})
     networks = _allowed_networks()
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
@@ -64,78 +98,101 @@ def normalize_base_url(url: str) -> str:
 # --- the connectivity check -------------------------------------------------------------------
 
 PROBE_BODY_LIMIT = 64 * 1024
-PROBE_CONNECT_TIMEOUT = 3.0
-PROBE_READ_TIMEOUT = 5.0
-PROBE_TOTAL_SECONDS = 10.0
 
 
 class ProbeFailed(Exception):
     """The node's health endpoint did not prove what it should; the message says what."""
 
 
-def _pinned_session(hostname: str):
-    """A requests session whose HTTPS connections go to a given IP while TLS verifies the
-    certificate for `hostname` (SNI too): the address we checked is the one we talk to."""
-    import requests
-    from requests.adapters import HTTPAdapter
+class _Deadline:
+    """One deadline for the whole probe: resolution, connect, handshake, request, answer."""
 
-    class PinnedAdapter(HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs):
-            kwargs["server_hostname"] = hostname
-            kwargs["assert_hostname"] = hostname
-            super().init_poolmanager(*args, **kwargs)
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._at = time.monotonic() + seconds
 
-    session = requests.Session()
-    session.trust_env = False  # no proxies from the environment
-    session.mount("https://", PinnedAdapter(max_retries=0))
-    return session
+    def left(self) -> float:
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The TLS socket read under the deadline: each read may wait only for what is left of
+    it. A timeout per read alone would let a peer that sends a byte just before each
+    timeout hold the probe for as long as it likes."""
+
+    def __init__(self, sock: ssl.SSLSocket, deadline: _Deadline):
+        self._sock, self._deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self._sock.settimeout(self._deadline.left())
+        return self._sock.recv_into(buffer)
+
+
+class _Answer:
+    """What http.client.HTTPResponse reads from: our reader, not the socket's own file."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def makefile(self, mode):
+        return self._reader
+
+
+def _get(address: str, port: int, host: str, target: str, deadline: _Deadline) -> tuple[int, bytes]:
+    """GET `target` over HTTPS from `address` (the checked one: nothing is resolved here)
+    while TLS verifies the certificate for `host`; (status, body up to the limit + 1)."""
+    context = ssl.create_default_context(cafile=settings.KECE_PROBE_CA_FILE or None)
+    with (socket.create_connection((address, port), timeout=deadline.left()) as raw,
+          context.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False) as tls):
+        # ssl's handshake and send count their timeout for the whole call, not per packet.
+        tls.settimeout(deadline.left())
+        tls.do_handshake()
+        shown = f"[{host}]" if ":" in host else host
+        authority = shown if port == 443 else f"{shown}:{port}"
+        # No Authorization, no cookie: the node's credential never goes to its health endpoint.
+        tls.settimeout(deadline.left())
+        tls.sendall(f"GET {target} HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json\r\n"
+                    f"User-Agent: kece-probe\r\nConnection: close\r\n\r\n".encode("ascii"))
+        response = http.client.HTTPResponse(_Answer(io.BufferedReader(_DeadlineReader(tls, deadline))),
+                                            method="GET")
+        response.begin()
+        # No redirect is followed: any status but 200 fails the check.
+        return response.status, response.read(PROBE_BODY_LIMIT + 1)
 
 
 def probe_health(node, *, challenge: str) -> dict:
     """GET {baseUrl}/healthz?challenge=… under the SSRF rules; returns the parsed answer.
 
     Approved networks and ports only, every resolved address checked, the connection pinned
-    to the checked address, certificate verified, no redirects, capped body, short timeouts.
-    The claim credential is never sent.
+    to the checked address, certificate verified, no redirects, capped body, and one
+    deadline (`KECE_PROBE_TIMEOUT_MS`) over all of it. The claim credential is never sent.
     """
+    seconds = settings.KECE_PROBE_TIMEOUT_MS / 1000
+    deadline = _Deadline(seconds)
     parts = urlsplit(node.base_url)
     host, port = parts.hostname, 443 if parts.port is None else parts.port
     if not port_allowed(port):
         raise ProbeFailed(f"port {port} is not an approved port")
     try:
-        addresses = resolve_checked(host, port)
+        address = resolve_checked(host, port, within=deadline.left())[0]
+        status, body = _get(address, port, host, "/healthz?" + urlencode({"challenge": challenge}), deadline)
     except Invalid as exc:
         raise ProbeFailed(exc.detail) from exc
-    address = addresses[0]
-    shown = f"[{address}]" if ":" in address else address
-    url = f"https://{shown}:{port}/healthz"
-    verify = settings.KECE_PROBE_CA_FILE or True
-    session = _pinned_session(host)
-    started = time.monotonic()
-    try:
-        response = session.get(url, params={"challenge": challenge}, headers={"Host": host}, verify=verify,
-                               allow_redirects=False, stream=True,
-                               timeout=(PROBE_CONNECT_TIMEOUT, PROBE_READ_TIMEOUT))
-        body = b""
-        # The read timeout is per read: a peer sending a byte at a time is cut off by the
-        # total deadline instead.
-        for chunk in response.iter_content(8192):
-            body += chunk
-            if len(body) > PROBE_BODY_LIMIT or time.monotonic() - started > PROBE_TOTAL_SECONDS:
-                break
-    except Exception as exc:  # TLS, refused, timeout, reset: all are a failed check
+    except TimeoutError as exc:
+        raise ProbeFailed(f"health endpoint did not answer within {seconds:g} s") from exc
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, TLS, reset, malformed
         raise ProbeFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
-    finally:
-        session.close()
-    if time.monotonic() - started > PROBE_TOTAL_SECONDS:
-        raise ProbeFailed(f"health endpoint took longer than {PROBE_TOTAL_SECONDS:.0f} s")
-    if response.status_code != 200:
-        raise ProbeFailed(f"health endpoint answered {response.status_code}")
+    if status != 200:
+        raise ProbeFailed(f"health endpoint answered {status}")
     if len(body) > PROBE_BODY_LIMIT:
         raise ProbeFailed("health answer is larger than 64 KiB")
     try:
-        import json
-
         answer = json.loads(body)
     except ValueError as exc:
         raise ProbeFailed("health answer is not JSON") from exc

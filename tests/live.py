@@ -29,6 +29,16 @@ def test_database_url() -> str:
     return f"mysql://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
 
 
+def operator_environment(**values) -> dict[str, str]:
+    """os.environ without what this test run set for itself (settings module, test
+    environment, database, Redis), plus `values`: what a server started by an operator
+    would see."""
+    from tests.settings import TEST_ENVIRONMENT
+
+    own = {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", *TEST_ENVIRONMENT}
+    return {**{k: v for k, v in os.environ.items() if k not in own}, **{k: str(v) for k, v in values.items()}}
+
+
 class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
                  workers: int = 1):
@@ -38,7 +48,8 @@ class LiveServer:
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url or test_database_url(),
-            "KECE_TESTING": "1",
+            # The product's settings, with the test run's environment (tests/settings.py).
+            "DJANGO_SETTINGS_MODULE": "kece.settings",
             "KECE_ARTIFACT_ROOT": str(settings.KECE_ARTIFACT_ROOT),
             "KECE_LOG_LEVEL": os.environ.get("KECE_LOG_LEVEL", "WARNING"),
             "PYTHONPATH": str(ROOT),

@@ -1,7 +1,6 @@
 """README command 1, the embedded default: SQLite, in-process wake-ups and scheduler, a
 real local agent that joins, passes its checks and judges every python sample."""
 
-import os
 import re
 import shutil
 import subprocess
@@ -10,7 +9,7 @@ import sys
 import pytest
 
 from tests.agents import private_dir
-from tests.live import ROOT, free_port
+from tests.live import ROOT, free_port, operator_environment
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +22,8 @@ def state_dir():
 
 
 def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(tmp_path, state_dir):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "KECE_TESTING")}
-    env.update({"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path / 'kece.sqlite3'}",
-                "KECE_ARTIFACT_ROOT": str(tmp_path / "artifacts"), "KECE_LOG_LEVEL": "WARNING"})
+    env = operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'kece.sqlite3'}",
+                               KECE_ARTIFACT_ROOT=tmp_path / "artifacts", KECE_LOG_LEVEL="WARNING")
     run = subprocess.run([sys.executable, "manage.py", "demo", "--no-wait", "--pools", "python",
                           "--port", str(free_port()), "--state-dir", str(state_dir)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

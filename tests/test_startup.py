@@ -4,7 +4,7 @@ import time
 
 import requests
 
-from tests.live import ROOT, free_port
+from tests.live import ROOT, free_port, operator_environment
 
 
 def _server(env, port):
@@ -13,11 +13,8 @@ def _server(env, port):
 
 
 def test_a_second_server_process_on_the_same_sqlite_database_refuses_to_start(tmp_path):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update({"DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path / 'kece.sqlite3'}",
-                "KECE_ARTIFACT_ROOT": str(tmp_path / "artifacts")})
+    env = operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'kece.sqlite3'}",
+                               KECE_ARTIFACT_ROOT=tmp_path / "artifacts")
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     first_port, second_port = free_port(), free_port()
     first = _server(env, first_port)

@@ -16,6 +16,25 @@ def test_join_is_throttled_per_address(client, settings):
     assert int(answers[-1]["Retry-After"]) > 0
 
 
+def test_a_client_cannot_escape_the_throttle_by_rotating_x_forwarded_for(client, settings):
+    settings.KECE_JOIN_THROTTLE = "3/min"
+    answers = [client.post(JOIN, BODY, content_type="application/json", HTTP_X_FORWARDED_FOR=f"203.0.113.{i}")
+               for i in range(4)]
+    assert [a.status_code for a in answers] == [401, 401, 401, 429]
+
+
+def test_behind_one_proxy_the_address_it_forwards_is_throttled(client, settings):
+    settings.KECE_JOIN_THROTTLE = "3/min"
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+
+    def join(forwarded):
+        return client.post(JOIN, BODY, content_type="application/json", HTTP_X_FORWARDED_FOR=forwarded).status_code
+
+    # What the client wrote itself comes first; the proxy's own entry is the last.
+    assert [join(f"198.51.100.{i}, 203.0.113.7") for i in range(4)] == [401, 401, 401, 429]
+    assert join("203.0.113.8") == 401
+
+
 @pytest.mark.parametrize("body", [
     {}, {"joinCode": ""}, {**BODY, "localSlots": -1}, {**BODY, "localSlots": "many"}, [1, 2], "text",
 ])

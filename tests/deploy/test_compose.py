@@ -324,7 +324,7 @@ def made_secrets(tmp_path_factory) -> dict:
 # --- the file and its services ---------------------------------------------------------------
 
 def test_compose_parses_and_has_the_services(compose):
-    expected = {"mysql", "redis", "migrate", "web", "worker", "proxy", "judge-mysql",
+    expected = {"mysql", "redis", "migrate", "web", "worker", "probe-worker", "proxy", "judge-mysql",
                 "agent-cpp", "agent-java", "agent-python", "agent-mysql", "agent-arkts"}
     assert expected <= set(compose["services"])
 
@@ -448,12 +448,35 @@ def test_server_variables_are_read_by_settings(compose, settings_source):
                 f"{name}: nothing reads {var}"
 
 
-def test_web_and_worker_agree_on_the_timings(compose):
-    web, worker = environment(compose["services"]["web"]), environment(compose["services"]["worker"])
-    for var in set(web) | set(worker):
-        # How long each process keeps its own database connection is its own affair.
-        if var.startswith("KECE_") and var != "KECE_CONN_MAX_AGE":
-            assert web.get(var) == worker.get(var), f"web and worker disagree on {var}"
+def test_web_and_workers_agree_on_the_timings(compose):
+    web = environment(compose["services"]["web"])
+    for name in ("worker", "probe-worker"):
+        worker = environment(compose["services"][name])
+        for var in set(web) | set(worker):
+            # How long each process keeps its own database connection is its own affair.
+            if var.startswith("KECE_") and var != "KECE_CONN_MAX_AGE":
+                assert web.get(var) == worker.get(var), f"web and {name} disagree on {var}"
+
+
+def _queues_of(service: dict) -> set[str]:
+    argv = command_argv(service["command"])
+    assert argv[:4] == ["celery", "-A", "kece", "worker"]
+    (queues,) = [a.removeprefix("--queues=") for a in argv if a.startswith("--queues=")]
+    return set(queues.split(","))
+
+
+def test_node_checks_have_a_worker_of_their_own_and_beat_never_waits_on_them(compose):
+    from kece.celery import app
+    from kece.scheduler import PERIODIC_TASKS
+
+    def route(task: str) -> str:
+        return app.amqp.router.route({}, task, (), {})["queue"].name
+
+    worker, prober = compose["services"]["worker"], compose["services"]["probe-worker"]
+    assert "--beat" in command_argv(worker["command"]) and "--beat" not in command_argv(prober["command"])
+    assert _queues_of(prober) == {route("nodes.run_check")}
+    assert _queues_of(worker) == {route(name) for name, _ in PERIODIC_TASKS()}
+    assert not _queues_of(worker) & _queues_of(prober)
 
 
 def test_artifacts_are_shared_by_web_and_worker(compose):
@@ -546,7 +569,7 @@ def test_agents_reach_the_internal_listener_over_https(compose):
         # The control plane must reach the health endpoint to run the connectivity check.
         _host, port = parse_listen(env["JUDGE_HEALTH_LISTEN"])
         assert str(port) in ports
-        for prober in ("web", "worker"):
+        for prober in ("web", "probe-worker"):
             assert set(networks) & set(compose["services"][prober]["networks"]), \
                 f"{prober} cannot reach {name}'s health endpoint"
         for network in networks:
@@ -784,6 +807,9 @@ def test_server_settings_load_in_production_mode(made_secrets, tmp_path):
     # Production: MySQL and Redis in use, so none of the embedded-mode warnings.
     assert "kece.W001" not in result.stderr + result.stdout
     assert "kece.W002" not in result.stderr + result.stdout
+    # Session and CSRF cookies are marked Secure.
+    assert "security.W012" not in result.stderr + result.stdout
+    assert "security.W016" not in result.stderr + result.stdout
 
 
 def _docker_compose_available() -> bool:

@@ -24,6 +24,18 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     assert set(names) <= scheduled
 
 
+def test_beat_keeps_its_schedule_in_the_state_folder_not_the_working_folder(settings, tmp_path):
+    from pathlib import Path
+
+    from celery.signals import beat_embedded_init
+
+    schedule = Path(app.conf.beat_schedule_filename)  # what `worker --beat` uses without --schedule
+    assert schedule.is_absolute() and schedule.parent == Path(settings.BASE_DIR) / "var"
+    settings.CELERY_BEAT_SCHEDULE_FILENAME = str(tmp_path / "fresh" / "var" / "celerybeat-schedule")
+    beat_embedded_init.send(sender=None)
+    assert (tmp_path / "fresh" / "var").is_dir()
+
+
 def test_the_celery_tasks_reap_and_dispatch(student, problem, node_a, settings):
     from judging.tasks import dispatch_settlement_events, reap_expired_leases
 

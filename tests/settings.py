@@ -1,0 +1,20 @@
+"""Settings of a test run: the product's own, read from an environment set here first.
+
+The values go into os.environ, not only into these settings, so that the servers the tests
+start as subprocesses (tests/live.py) read the same. Nothing in kece/settings.py knows it is
+being tested.
+"""
+
+import os
+
+TEST_ENVIRONMENT = {
+    "SECRET_KEY": "kece-tests-only-secret-key",
+    "ALLOWED_HOSTS": "localhost,127.0.0.1,[::1]",
+    "KECE_LOCK_ORDER_CHECK": "1",
+    # The production default and the test run's agents, which listen on loopback.
+    "KECE_PROBE_ALLOWED_NETWORKS": "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7,127.0.0.0/8",
+}
+for _name, _value in TEST_ENVIRONMENT.items():
+    os.environ.setdefault(_name, _value)
+
+from kece.settings import *  # noqa: E402,F401,F403

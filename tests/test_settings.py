@@ -1,0 +1,55 @@
+"""What the settings default to in production, whatever imports them."""
+
+import ipaddress
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.live import ROOT, operator_environment
+
+SHOW = ("import pytest, django; django.setup(); from django.conf import settings as s; import json; "
+        "print(json.dumps({'networks': s.KECE_PROBE_ALLOWED_NETWORKS, 'hosts': s.ALLOWED_HOSTS, "
+        "'lock_order_check': s.KECE_LOCK_ORDER_CHECK}))")
+
+
+def _settings_of(**env):
+    """The settings a fresh process reads, with pytest imported (as a worker sharing a
+    virtualenv with the tests might have it) and a leftover KECE_TESTING."""
+    return subprocess.run([sys.executable, "-c", SHOW], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", KECE_TESTING=1, **env))
+
+
+def test_production_probes_no_loopback_link_local_or_metadata_address():
+    run = _settings_of(SECRET_KEY="a production secret")
+    assert run.returncode == 0, run.stderr
+    shown = json.loads(run.stdout)
+    networks = [ipaddress.ip_network(n) for n in shown["networks"]]
+    for address in ("127.0.0.1", "::1", "::ffff:127.0.0.1", "169.254.169.254", "169.254.0.1", "fe80::1"):
+        assert not any(ipaddress.ip_address(address) in n for n in networks), address
+    assert any(ipaddress.ip_address("10.1.2.3") in n for n in networks)
+    assert shown["hosts"] == [] and shown["lock_order_check"] is False
+
+
+def test_production_needs_a_secret_key():
+    run = _settings_of()
+    assert run.returncode != 0 and "SECRET_KEY (or SECRET_KEY_FILE) must be set" in run.stderr
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
+def test_development_probes_loopback(address):
+    run = _settings_of(DEBUG=1)
+    assert run.returncode == 0, run.stderr
+    assert any(ipaddress.ip_address(address) in ipaddress.ip_network(n) for n in json.loads(run.stdout)["networks"])
+
+
+@pytest.mark.django_db
+def test_outside_development_the_session_and_csrf_cookies_are_secure(client):
+    from tests.factories import UserFactory
+
+    UserFactory(username="teacher")  # password "pw-for-tests-only"
+    login_page = client.get("/accounts/login/")
+    assert login_page.cookies["csrftoken"]["secure"] is True
+    signed_in = client.post("/accounts/login/", {"username": "teacher", "password": "pw-for-tests-only"})
+    assert signed_in.status_code == 302 and signed_in.cookies["sessionid"]["secure"] is True
