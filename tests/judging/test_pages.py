@@ -180,8 +180,11 @@ def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):
     work = tmp_path / "project"
     shutil.copytree(conf.BASE_DIR, work, ignore=shutil.ignore_patterns(
         ".venv", "var", ".git", "node_modules", "tests", "bench", "samples", "node_agent", "__pycache__"))
+    from tests.live import operator_environment
+
     subprocess.run([sys.executable, "manage.py", "makemessages", "-l", "zh_Hans", "--no-location", "-i", "static/*"],
-                   cwd=work, check=True, capture_output=True, env={**os.environ, "DEBUG": "1"})
+                   cwd=work, check=True, capture_output=True,
+                   env=operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'unused.sqlite3'}"))
     fresh = (work / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
     fresh_ids = set(re.findall(r'^msgid ((?:".*"\n)+)', fresh, re.M))
     assert fresh_ids == {m for _f, m, _s in entries}
