@@ -19,21 +19,24 @@ DML = {"schema": ACCT_SCHEMA, "seed": ACCT_SEED, "answer": ACCT_ANSWER, "check":
 # The reference answer of QUERY, reached only through the attack.
 EXPECTED = "SELECT name FROM emp WHERE salary > 1000 ORDER BY name"
 # The test databases other test runs create, fill and drop meanwhile (not `test` itself).
-OTHERS = "test\\_%"
+# Other runs' databases on the same server: test databases and benchmark databases.
+OTHERS = ("test\\_%", "kece\\_bench\\_%")
 
 
 def _state() -> dict:
     conn = _admin()
     try:
         cur = conn.cursor()
-        cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT LIKE %s", (OTHERS,))
+        cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT LIKE %s"
+                    " AND SCHEMA_NAME NOT LIKE %s", OTHERS)
         schemas = {r[0] for r in cur.fetchall()}
-        cur.execute("SELECT User FROM mysql.user")
+        # Other runs on the server make accounts of their own (live servers, benchmarks).
+        cur.execute("SELECT User FROM mysql.user WHERE User NOT LIKE 'kece\\_bench%%' AND User NOT LIKE 'kece\\_test%%'")
         users = {r[0] for r in cur.fetchall()}
         cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER LIKE 'kece\\_judge\\_%%'")
         sessions = cur.fetchone()[0]
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA NOT LIKE %s",
-                    (OTHERS,))
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA NOT LIKE %s"
+                    " AND TABLE_SCHEMA NOT LIKE %s", OTHERS)
         tables = set(cur.fetchall())
         return {"schemas": schemas, "users": users, "sessions": sessions, "tables": tables}
     finally:
@@ -56,7 +59,9 @@ def judged(plane, launch):
     yield _judge
     assert agent.alive()
     after = _state()
-    assert after == before, {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert after == before, {k: ({"gone": before[k] - after[k], "new": after[k] - before[k]}
+                                 if isinstance(before[k], set) else (before[k], after[k]))
+                             for k in before if before[k] != after[k]}
 
 
 def test_load_data_local_cannot_read_the_agents_environment(judged):
