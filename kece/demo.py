@@ -252,7 +252,7 @@ class Demo:
                 if status["status"] not in ("PENDING", "COMPILING", "JUDGING"):
                     expected = name.split(".")[0].upper()
                     mark = "as intended" if expected == status["status"] else f"(file says {expected})"
-                    say(f"{language:6} {slug:20} {name:9} → {status['status']:12} score {status['score']}"
+                    say(f"{language:6} {slug:20} {name:13} → {status['status']:12} score {status['score']}"
                         f"  {mark}")
                     waiting.remove(item)
             time.sleep(0.5)

@@ -1,4 +1,12 @@
-"""Schema post-processing: the error envelope every error uses (API.md, Conventions)."""
+"""Schema post-processing: the error statuses of each operation and the envelope every
+error uses (API.md, Conventions)."""
+
+from drf_spectacular.utils import OpenApiResponse
+
+ERROR_DESCRIPTION = "Error (see the code in the body)."
+
+RETRY_AFTER = {"schema": {"type": "integer", "minimum": 0}, "required": True,
+               "description": "Seconds to wait before trying again."}
 
 ERROR = {
     "type": "object",
@@ -11,17 +19,54 @@ ERROR = {
 }
 
 
+def errors(*statuses: int) -> dict:
+    """The error statuses an operation has beyond the conventions (API.md's "errors" column),
+    for its `extend_schema(responses=…)`; `add_contract_parts` gives each the envelope."""
+    return {status: OpenApiResponse(description=ERROR_DESCRIPTION) for status in statuses}
+
+
+def conventional_errors(path: str, method: str, operation: dict) -> set[str]:
+    """The error statuses API.md's conventions give an operation by its shape, so that the
+    schema names every status the operation can answer and no other:
+
+    1. any request: 413 (a body over 1 MiB, refused before any view), 503 (a dependency down);
+    2. a credential or a token: 401; the admin API, or a browser session's unsafe request
+       (CSRF): 403;
+    3. a path parameter: 404 (no such row, or a value the route does not match);
+    4. a body or a query: 400;
+    5. the `X-Judge-Session` header: 409 `session_superseded`."""
+    schemes = {name for requirement in operation.get("security") or [] for name in requirement}
+    parameters = operation.get("parameters") or []
+    statuses = {"413", "503"}
+    if schemes:
+        statuses.add("401")
+    if path.startswith("/api/v1/admin/") or ("cookieAuth" in schemes and method != "get"):
+        statuses.add("403")
+    if "{" in path:
+        statuses.add("404")
+    if "requestBody" in operation or any(p["in"] == "query" for p in parameters):
+        statuses.add("400")
+    if any(p["in"] == "header" and p["name"] == "X-Judge-Session" for p in parameters):
+        statuses.add("409")
+    return statuses
+
+
 def add_contract_parts(result, generator, request, public):
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
-    ref = {"$ref": "#/components/schemas/Error"}
+    envelope = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses = operation["responses"]
-            for status in ("400", "401", "403", "404", "409", "413", "429", "503"):
-                responses.setdefault(status, {"description": "Error (see the code in the body).",
-                                              "content": {"application/json": {"schema": ref}}})
+            for status in conventional_errors(path, method, operation):
+                responses.setdefault(status, {"description": ERROR_DESCRIPTION})
+            for status, response in responses.items():
+                if status[0] in "45":
+                    response["content"] = envelope
+                if status in ("429", "503"):
+                    response["headers"] = {"Retry-After": RETRY_AFTER}
+            operation["responses"] = responses = dict(sorted(responses.items()))
             if method == "patch":
                 _require_revision(result, operation)
             if path.endswith("/artifacts/{digest}") and "content" not in responses.get("200", {"content": 1}):

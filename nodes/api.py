@@ -10,6 +10,7 @@ from judging.models import JudgeJob
 from kece.api import ContractView, iso, validated
 from kece.errors import Invalid, NotFound
 from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
+from kece.schema import errors
 from nodes import serializers as s
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
 from nodes.selectors import filter_nodes, nodes_with_running, pool_figures
@@ -117,7 +118,7 @@ class JudgerDetailView(AdminView):
         return Response({**_node_json(node, now), "checks": checks, "recentErrors": errors, "audit": audit})
 
     @extend_schema(tags=TAGS, summary="Change a node, based on the revision you read",
-                   request=s.PatchIn, responses={200: s.NodeSchema})
+                   request=s.PatchIn, responses={200: s.NodeSchema, **errors(409)})
     def patch(self, request, node_id: int):
         data = validated(s.PatchIn, request.data)
         names = {"name": "name", "maxSlots": "max_slots", "baseUrl": "base_url", "hostGroupId": "host_group_id",
@@ -172,7 +173,7 @@ class HostGroupListView(AdminView):
 
 class HostGroupDetailView(AdminView):
     @extend_schema(tags=TAGS, summary="Change a host group, based on the revision you read",
-                   request=s.HostGroupPatchIn, responses={200: s.HostGroupOut})
+                   request=s.HostGroupPatchIn, responses={200: s.HostGroupOut, **errors(409)})
     def patch(self, request, group_id: int):
         data = validated(s.HostGroupPatchIn, request.data)
         names = {"name": "name", "hostId": "host_id", "totalSlots": "total_slots"}

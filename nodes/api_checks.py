@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from kece.api import ContractView, iso
 from kece.errors import NotFound
 from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
+from kece.schema import errors
 from nodes.checks import node_check_start
 from nodes.models import NodeCheck
 from nodes.serializers import CheckOut
@@ -29,7 +30,7 @@ class CheckStartView(ContractView):
     authentication_classes = USER_AUTHENTICATION
     permission_classes = [ManagesJudgers]
 
-    @extend_schema(tags=TAGS, request=None, responses={202: CheckStartedOut},
+    @extend_schema(tags=TAGS, request=None, responses={202: CheckStartedOut, **errors(409)},
                    summary="Run the connectivity check, then the node's self-check")
     def post(self, request, node_id: int):
         check = node_check_start(node_id=node_id, actor=request.user, now=timezone.now())

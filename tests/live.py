@@ -1,7 +1,13 @@
 """The real server for tests that cross HTTP: uvicorn serving kece.asgi against the test
-database, as a subprocess on a free port, stopped with its process group."""
+database, as a subprocess, stopped with its process group.
+
+The server listens on a socket this process bound (port 0) and handed to it, so whatever
+answers on that port is the server this helper started; and it reaches the database as a
+MariaDB account of its own, so a test can count that server's connections and statements
+while other clients share the database server."""
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -22,11 +28,52 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_database_url() -> str:
-    db = connection.settings_dict
-    if settings.DATABASE_VENDOR != "mysql":
-        raise RuntimeError("live-server tests need MariaDB/MySQL")
-    return f"mysql://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
+class DatabaseAccount:
+    """A MariaDB account with every privilege on the test database and nothing else. Its
+    statements go through a connection of their own: a CREATE USER inside a test's
+    transaction would commit it, and module fixtures may not use the test's connection."""
+
+    def __init__(self):
+        if settings.DATABASE_VENDOR != "mysql":
+            raise RuntimeError("live-server tests need MariaDB/MySQL")
+        db = connection.settings_dict
+        self.host, self.port = db["HOST"] or "127.0.0.1", int(db["PORT"] or 3306)
+        self.admin = {"host": self.host, "port": self.port, "user": db["USER"], "passwd": db["PASSWORD"] or ""}
+        self.database = db["NAME"]
+        self.name = f"kece_live_{secrets.token_hex(4)}"
+        self.password = secrets.token_hex(16)
+
+    def _query(self, sql: str, args=None):
+        import MySQLdb
+
+        admin = MySQLdb.connect(**self.admin, autocommit=True)
+        try:
+            cursor = admin.cursor()
+            cursor.execute(sql, args)
+            return cursor.fetchone()
+        finally:
+            admin.close()
+
+    def create(self) -> "DatabaseAccount":
+        escaped = self.database.replace("_", "\\_")  # `_` is a wildcard in a GRANT's database name
+        self._query(f"CREATE USER '{self.name}'@'%' IDENTIFIED BY '{self.password}'")
+        self._query(f"GRANT ALL PRIVILEGES ON `{escaped}`.* TO '{self.name}'@'%'")
+        self._query("SET GLOBAL userstat = 1")  # per-account statement counts
+        return self
+
+    def drop(self) -> None:
+        self._query(f"DROP USER IF EXISTS '{self.name}'@'%'")
+
+    def url(self) -> str:
+        return f"mysql://{self.name}:{self.password}@{self.host}:{self.port}/{self.database}"
+
+    def connections(self) -> int:
+        return self._query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", [self.name])[0]
+
+    def selects(self) -> int:
+        row = self._query("SELECT SELECT_COMMANDS FROM information_schema.USER_STATISTICS WHERE USER = %s",
+                          [self.name])
+        return int(row[0]) if row else 0
 
 
 def operator_environment(**values) -> dict[str, str]:
@@ -43,11 +90,16 @@ class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
                  workers: int = 1):
         self.workers = workers
-        self.port = free_port()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1024)
+        self.port = self.listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        # Its own account, unless the test chose the database; `database` counts what it does.
+        self.database = None if database_url else DatabaseAccount()
         self.env = {
             **os.environ,
-            "DATABASE_URL": database_url or test_database_url(),
+            "DATABASE_URL": database_url or "",
             # The product's settings, with the test run's environment (tests/settings.py).
             "DJANGO_SETTINGS_MODULE": "kece.settings",
             "KECE_ARTIFACT_ROOT": str(settings.KECE_ARTIFACT_ROOT),
@@ -65,12 +117,16 @@ class LiveServer:
         return cls(database_url=database_url, **kwargs)
 
     def start(self, timeout: float = 30.0) -> "LiveServer":
+        if self.database is not None:
+            self.env["DATABASE_URL"] = self.database.create().url()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        fd = self.listener.fileno()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "kece.asgi:application", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
-            cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True,
+            [sys.executable, "-m", "uvicorn", "kece.asgi:application", "--fd", str(fd),
+             "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
+            cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
         )
+        self.listener.close()  # the server holds it now
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -84,6 +140,7 @@ class LiveServer:
         raise RuntimeError("the server did not start")
 
     def stop(self):
+        self.listener.close()
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -91,6 +148,8 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(5)
+        if self.database is not None:
+            self.database.drop()
 
     def __enter__(self):
         return self.start()

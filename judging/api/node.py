@@ -18,6 +18,7 @@ from judging.selectors import artifact_for_lease
 from judging.services.leases import RenewItem, lease_renew
 from kece.api import ContractView, iso, validated
 from kece.errors import Invalid, Unavailable
+from kece.schema import errors
 from nodes.auth import NodeCredentialAuthentication, session_identity
 from nodes.services import PROTOCOL_VERSION, AgentReport, HeartbeatReport, node_heartbeat, node_join, \
     node_session_open
@@ -63,7 +64,7 @@ class JoinView(ContractView):
     permission_classes = [AllowAny]
     throttle_classes = [JoinThrottle]
 
-    @extend_schema(tags=TAGS, request=s.JoinIn, responses={201: s.JoinOut}, auth=[],
+    @extend_schema(tags=TAGS, request=s.JoinIn, responses={201: s.JoinOut, **errors(401, 429)}, auth=[],
                    summary="Exchange a one-time join code for a credential and a first session")
     def post(self, request):
         data = validated(s.JoinIn, request.data)
@@ -129,7 +130,7 @@ class ArtifactView(NodeView):
     @extend_schema(
         tags=TAGS, summary="Download one of the job's files by digest under the live lease",
         parameters=[SESSION_PARAMETER, OpenApiParameter("X-Judge-Lease", int, OpenApiParameter.HEADER, required=True)],
-        responses={(200, "application/octet-stream"): OpenApiResponse(description="The bytes.")},
+        responses={(200, "application/octet-stream"): OpenApiResponse(description="The bytes."), **errors(400)},
     )
     def get(self, request, job_id: int, digest: str):
         identity = session_identity(request)

@@ -10,6 +10,14 @@ programs the same two I/O functions on either toolchain:
 * ``print(...values)`` — the values separated by spaces, then a newline (``console.log``
   does the same).
 
+A submission may be a script or a module (``export`` or ``import`` at top level). tsc
+emits CommonJS (``--module commonjs``), the format Node.js loads ``main.js`` in. Left to its
+default (ES modules for ``--target es2020``) tsc kept a module's ``export`` and ``import``
+statements, and the program died at load, or, where Node.js detects the syntax and loads it
+as an ES module, lost ``require``: a correct program judged RE. A script compiles to the
+same JavaScript either way, so the flag changes no verdict of a program that ran before, and
+``arkts-r1`` keeps its id. Top-level ``await`` stays a compile error (TS1378), as it was.
+
 To judge with the real ArkCompiler, override the spec in ``JUDGE_RUNTIME_SPEC_FILE``
 (see ``node_agent/README.md``); the judging logic does not change.
 """
@@ -70,7 +78,7 @@ SPEC = RuntimeSpec(
     source_file="main.ts",
     compile=(
         "tsc", "--strict", "--noEmitOnError", "--pretty", "false", "--target", "es2020",
-        "--lib", "es2020", "--outDir", ".", "prelude.d.ts", "main.ts",
+        "--lib", "es2020", "--module", "commonjs", "--outDir", ".", "prelude.d.ts", "main.ts",
     ),
     run=("node", "--max-old-space-size={memory_mb}", "--stack-size=16000", "-r", "./prelude.js", "main.js"),
     memory_model="vm",

@@ -182,11 +182,20 @@ def test_a_second_waiting_claim_of_the_same_node_ends_the_first(server):
     thread.start()
     time.sleep(0.5)
     second_response = {}
-    threading.Thread(target=lambda: second_response.update(r=second.claim(wait_ms=1500))).start()
+    waiting = threading.Thread(target=lambda: second_response.update(r=second.claim(wait_ms=10000)))
+    waiting.start()
     thread.join(5)
     assert not thread.is_alive(), "the first claim kept waiting"
     body, elapsed = answers["first"]
     assert body["jobs"] == [] and elapsed < 3
+    # The second claim is the one still waiting: the next job goes to it.
+    submission = submit(UserFactory(), make_problem(languages=("python",)))
+    waiting.join(10)
+    assert not waiting.is_alive(), "the second claim did not answer"
+    response = second_response["r"]
+    assert response.status_code == 200
+    [job] = response.json()["jobs"]
+    assert job["submissionId"] == submission.pk
 
 
 def test_waiting_ends_with_no_jobs_and_the_desired_state(server):

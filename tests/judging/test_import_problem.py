@@ -53,15 +53,21 @@ def test_reimport_publishes_a_new_version_and_old_jobs_keep_theirs(tmp_path, stu
     assert Manifest.objects.filter(problem=problem).count() == 2
 
 
-def test_identical_files_are_stored_once(tmp_path):
+def test_identical_files_are_stored_once(tmp_path, settings):
+    settings.KECE_ARTIFACT_ROOT = str(tmp_path / "store")  # a store of this test's own to count
+    stored = []
     for name in ("one", "two"):
         shutil.copytree(SAMPLES / "aplusb", tmp_path / name)
         spec = json.loads((tmp_path / name / "problem.json").read_text())
         spec["slug"] = f"aplusb-{name}"
         (tmp_path / name / "problem.json").write_text(json.dumps(spec))
         run_import(tmp_path / name)
+        stored.append(sorted(p.name for p in (tmp_path / "store").rglob("*") if p.is_file()))
     first, second = (Problem.objects.get(slug=f"aplusb-{n}").current_manifest for n in ("one", "two"))
     assert first.cases == second.cases
+    package_files = {(SAMPLES / "aplusb" / c[side]).read_bytes() for c in spec["cases"] for side in ("input", "output")}
+    assert stored[0] == sorted(artifacts.sha256_hex(data) for data in package_files)
+    assert stored[1] == stored[0], "the second import stored nothing new"
 
 
 @pytest.mark.parametrize("breakage, message", [

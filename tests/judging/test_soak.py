@@ -1,7 +1,7 @@
 """A randomised soak on MariaDB: every kind of writer at once, then the invariants.
 
 Submitters, node agents (claim, renew, settle with all three outcomes, duplicate posts,
-silent crashes, session changes), the reaper, the event dispatcher and an admin
+conflicting posts, silent crashes, session changes), the reaper, the event dispatcher and an admin
 (rejudge, delete, drain, enable) run in parallel threads for KECE_SOAK_SECONDS (default
 20). Any error that is not one of the contract's domain answers fails the test — a
 deadlock, a lock-order violation or a lock wait timeout among them.
@@ -17,10 +17,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from judging.models import SUBMISSION_MODELS, EventState, JobState, JudgeJob, SettlementEvent
+from judging.models import (SUBMISSION_MODELS, EventState, FirstAccepted, JobState, JudgeJob, ProblemResult,
+                            SettlementEvent)
 from judging.services.claim import job_claim
 from judging.services.events import events_dispatch
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
+from judging.services.outcomes import PROBLEM_STATS
 from judging.services.rejudge import submission_delete, submission_rejudge
 from judging.services.settle import job_settle, job_settle_and_claim
 from kece.errors import LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
@@ -105,7 +107,7 @@ def _node_actor(soak, node, identity_box):
                             soak.count("claimed:carried")
                     else:
                         status = job_settle(identity=identity, request=request, now=timezone.now())
-                except (LeaseLost, Superseded, ResultConflict) as exc:
+                except (LeaseLost, Superseded) as exc:
                     soak.count(f"settle:{exc.code}")
                     continue
                 soak.count(f"settle:{request.outcome}:{status}")
@@ -123,6 +125,8 @@ def _node_actor(soak, node, identity_box):
                         again = job_settle(identity=identity, request=request, now=timezone.now())
                     assert again == "duplicate", again
                     soak.count("settle:duplicate")
+                if status == "settled" and rng.random() < 0.2:  # a different result for the same lease
+                    _post_a_conflicting_result(soak, identity, job, request)
             if rng.random() < 0.01:  # restart: a new session, old leases released at once
                 node_session_open(node_id=node.pk, credential_digest_value=identity.credential_digest,
                                   report=report, now=timezone.now())
@@ -135,6 +139,18 @@ def _node_actor(soak, node, identity_box):
             soak.count("session_superseded")
 
     return step
+
+
+def _post_a_conflicting_result(soak, identity, job, request):
+    other = judged(job, verdict="WA" if request.verdict == "AC" else "AC")
+    try:
+        job_settle(identity=identity, request=other, now=timezone.now())
+    except ResultConflict as exc:
+        soak.count(f"settle:{exc.code}")
+    except Superseded as exc:  # a rejudge or delete came between the two posts
+        soak.count(f"conflict:{exc.code}")
+    else:
+        raise AssertionError(f"job {job.pk}: a second, different result for a settled lease was accepted")
 
 
 def _admin_step(soak, nodes):
@@ -175,12 +191,14 @@ def _slot_watch(soak, nodes, groups):
     return step
 
 
-def _check_invariants(soak):
+def _check_invariants(soak, students):
     jobs = list(JudgeJob.objects.all())
-    by_generation = collections.Counter((j.submission_type, j.submission_id, j.generation) for j in jobs)
-    assert max(by_generation.values()) == 1
+    # What the nodes were told took effect is exactly what the rows say took effect: each
+    # COMPLETED job answered "settled" once, and nothing else did.
     effective = collections.Counter(soak.effective)
     assert not [k for k, n in effective.items() if n > 1], "a generation took effect twice"
+    completed = {((j.submission_type, j.submission_id), j.generation) for j in jobs if j.state == JobState.COMPLETED}
+    assert set(effective) == completed
     for job in jobs:
         if job.state == JobState.QUEUED:
             assert job.node_id is None and job.lease_until is None and job.session_epoch is None, job.pk
@@ -206,14 +224,37 @@ def _check_invariants(soak):
                 settled_jobs = [j for j in jobs if (j.submission_type, j.submission_id) == (submission_type,
                                 submission.pk) and j.generation == submission.judged_generation]
                 assert settled_jobs and settled_jobs[0].state in (JobState.COMPLETED, JobState.FAILED)
-    events = collections.Counter(SettlementEvent.objects.values_list("job_id", "event_type"))
-    assert max(events.values(), default=1) == 1
+                judged_job = settled_jobs[0]
+                verdict = judged_job.result["verdict"] if judged_job.state == JobState.COMPLETED else None
+                assert submission.verdict == verdict, (submission_type, submission.pk)
+    # Each settlement wrote its outbox row in its own transaction.
+    stats_events = set(SettlementEvent.objects.filter(event_type=PROBLEM_STATS).values_list("job_id", flat=True))
+    assert not {j.pk for j in jobs if j.state == JobState.COMPLETED} - stats_events
+    for student in students:
+        _check_results_from_events(student)
+
+
+def _check_results_from_events(student):
+    """The outbox's derived rows (best result, first accepted) equal what the submission rows
+    give now, after every event was applied: an event lost, skipped or applied before its
+    settlement committed leaves them behind."""
+    for submission_type, model in SUBMISSION_MODELS.items():
+        live = model.objects.filter(user=student, deleted_at__isnull=True)
+        for problem_id in set(model.objects.filter(user=student).values_list("problem_id", flat=True)):
+            mine = live.filter(problem_id=problem_id)
+            best = mine.filter(score__isnull=False).order_by("-score", "id").first()
+            row = ProblemResult.objects.filter(user=student, problem_id=problem_id).first()
+            got = (row.best_score, row.best_submission_id) if row else (0, None)
+            assert got == ((best.score, best.pk) if best else (0, None)), (submission_type, problem_id)
+            accepted = mine.filter(verdict="AC").order_by("judged_at", "id").first()
+            first = FirstAccepted.objects.filter(user=student, problem_id=problem_id).first()
+            assert (first.submission_id if first else None) == (accepted.pk if accepted else None), problem_id
 
 
 def test_randomised_soak_keeps_every_invariant(settings):
     settings.KECE_LEASE_TTL_MS = 1500
     settings.KECE_RETRY_BACKOFF_MS = 50
-    student = UserFactory()
+    students = [UserFactory() for _ in range(8)]  # a lost event is then rarely covered by a later one
     problems = [make_problem(languages=("python",)), make_problem(languages=("cpp",)), make_problem(kind="SQL")]
     nodes, boxes = [], []
     # Two python nodes share a host group whose 5 slots are fewer than their 3 + 3.
@@ -230,7 +271,7 @@ def test_randomised_soak_keeps_every_invariant(settings):
     def submit_step(rng):
         problem = rng.choice(problems)
         language = "mysql" if problem.kind == "SQL" else problem.current_manifest.languages[0]
-        submit(student, problem, language=language, code=f"-- {rng.random()}")
+        submit(rng.choice(students), problem, language=language, code=f"-- {rng.random()}")
         soak.count("submitted")
 
     threads = [soak.actor(f"submitter-{i}", submit_step, (0.0, 0.03)) for i in range(2)]
@@ -252,12 +293,13 @@ def test_randomised_soak_keeps_every_invariant(settings):
         far += timezone.timedelta(hours=1)
     while events_dispatch(now=far).applied:
         pass
-    _check_invariants(soak)
+    _check_invariants(soak, students)
     assert not JudgeJob.objects.filter(state=JobState.RUNNING, lease_until__lte=far).exists()
     assert set(SettlementEvent.objects.values_list("state", flat=True)) <= {EventState.DONE}
     print("soak counts:", dict(sorted(soak.counts.items())))
     for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
                    "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
+                   "settle:result_conflict",
                    "claimed:resent",
                    "slots_checked"):
         assert soak.counts[needed] > 0, f"the soak never exercised {needed}"

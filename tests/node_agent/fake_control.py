@@ -39,6 +39,7 @@ class Node:
     sessions_opened: int = 0
     joins: int = 0
     agent_version: str | None = None
+    claims_asked: list = field(default_factory=list)  # monotonic arrival of each claim, long-poll or carried
 
 
 @dataclass
@@ -262,6 +263,7 @@ class FakeControlPlane:
         """The answer to a claim carried on a result post: no waiting."""
         if carried is None:
             return {}
+        node.claims_asked.append(time.monotonic())
         self.carried_claims += 1
         jobs = self._lease(node, int(carried.get("freeSlots", 0)))
         self.carried_jobs += len(jobs)
@@ -431,6 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
         p = self.plane
         with p.lock:
             node = self._node()
+            node.claims_asked.append(time.monotonic())
             body = self._body()
             free = body.get("freeSlots")
             wait_ms = body.get("waitMs", p.claim_wait_ms)

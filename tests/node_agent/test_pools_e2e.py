@@ -60,13 +60,27 @@ PROGRAMS = {
     },
 }
 
+# The same ArkTS programs as modules: an export makes the file one, and require is what a
+# CommonJS module has. Top-level await is the compile error here: tsc refuses it outside ES
+# modules, which is what the runtime emits.
+MODULE_HEADER = 'declare const require: any;\nexport const input: string = require("fs").readFileSync(0, "utf8");\n'
+ARKTS_MODULES = {
+    "AC": MODULE_HEADER + "const parts: string[] = input.trim().split(' ');\n"
+                          "print(parseInt(parts[0], 10) + parseInt(parts[1], 10));\n",
+    "WA": MODULE_HEADER + "print(parseInt(input, 10) * 2);\n",
+    "CE": MODULE_HEADER + "const n: number = await Promise.resolve(input.length);\nprint(n);\n",
+    **{verdict: MODULE_HEADER + PROGRAMS["arkts"][verdict] for verdict in ("TLE", "MLE", "RE", "OLE")},
+}
 
-@pytest.mark.parametrize("pool", ["cpp", "java", "python", "arkts"])
-def test_each_program_gets_its_verdict(pool, plane, launch):
+
+@pytest.mark.parametrize("pool, programs", [*((pool, PROGRAMS[pool]) for pool in PROGRAMS),
+                                            ("arkts", ARKTS_MODULES)],
+                         ids=[*PROGRAMS, "arkts-module"])
+def test_each_program_gets_its_verdict(pool, programs, plane, launch):
     need_pool(pool)
     agent, _node = launch(plane, pool, slots=2)
     jobs = {verdict: plane.add_job(pool=pool, source=src, cases=SUM_CASES, limits=LIMITS)
-            for verdict, src in PROGRAMS[pool].items()}
+            for verdict, src in programs.items()}
 
     got = {verdict: verdict_of(plane, job_id) for verdict, job_id in jobs.items()}
 

@@ -126,9 +126,9 @@ def test_sigterm_finishes_running_work_within_the_grace_and_releases_the_rest(pl
     released = plane.jobs[long_job]
     assert [r["outcome"] for r in released.results] == ["RELEASED"]
     assert released.state == "QUEUED" and released.attempts == 0, "RELEASED requeues without counting the attempt"
-    later = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
-    time.sleep(1)
-    assert plane.jobs[later].state == "QUEUED", "a stopped agent claims nothing"
+    # Nor did it ask for work while it was stopping: no claim, and no claim carried on the result.
+    asked = plane.nodes[agent.node_id].claims_asked
+    assert asked and not [t for t in asked if t >= stopped_at], "a stopping agent claims nothing"
 
 
 def test_a_superseded_session_kills_its_jobs_and_opens_a_new_session(plane, launch):

@@ -45,12 +45,15 @@ def test_a_new_agent_version_needs_a_new_self_check(student, problem):
     node.refresh_from_db()
     from kece.errors import NotVerified
 
+    node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": "DISABLED"},
+                actor=None, now=timezone.now())
+    node.refresh_from_db()
+    assert node.desired_state == "DISABLED", "taking a node out of service needs no check"
     with pytest.raises(NotVerified):
-        node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": "DISABLED"},
-                    actor=None, now=timezone.now())
-        node.refresh_from_db()
         node_update(node_id=node.pk, revision=node.revision, changes={"desired_state": "ENABLED"},
                     actor=None, now=timezone.now())
+    node.refresh_from_db()
+    assert node.desired_state == "DISABLED"
 
 
 def test_checking_an_enabled_node_keeps_it_in_service_until_a_verdict(student, problem):
