@@ -7,9 +7,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
 from judging.models import JudgeJob
-from kece.api import ContractView, iso, validated
+from kece.api import AdminView, iso, validated
 from kece.errors import Invalid, NotFound
-from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
 from nodes import serializers as s
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
 from nodes.selectors import filter_nodes, nodes_with_running, pool_figures
@@ -19,11 +18,6 @@ from nodes.services import (
 from pools.registry import POOLS
 
 TAGS = ["admin"]
-
-
-class AdminView(ContractView):
-    authentication_classes = USER_AUTHENTICATION
-    permission_classes = [ManagesJudgers]
 
 
 class NodePagination(PageNumberPagination):
