@@ -277,6 +277,15 @@ def update_locked_jobs(pks, *, increment=(), **values) -> int:
     return _update_by_pk(JudgeJob, keys, values, increment)
 
 
+def update_locked_node(pk, **values) -> int:
+    """UPDATE the node row this transaction has locked (exclusively: a shared holder must not
+    write it), by primary key only."""
+    from nodes.models import JudgeNode
+
+    _require_held([(Rank.NODE, pk)])
+    return _update_by_pk(JudgeNode, [pk], values)
+
+
 def save_locked(row, fields) -> None:
     """Write `fields` of a job or submission this transaction has locked: `save(update_fields=…)`
     as one plain UPDATE by primary key (auto-now fields take the time, as in `save`)."""

@@ -203,6 +203,9 @@ class JudgeJob(models.Model):
     # The node that held the latest lease; kept after requeue so a node's recent errors
     # can be listed.
     last_node_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The node whose INFRA_ERROR sent the job back while another node served the pool: its
+    # claims pass the job by for one claim wait after it is due, so the other node takes it.
+    avoid_node_id = models.BigIntegerField(null=True, blank=True)
     lease_epoch = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)

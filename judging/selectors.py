@@ -4,13 +4,12 @@ from django.db.models import Q
 
 from judging.models import JobState
 from judging.timing import offline_after
-from nodes.checks import VERIFIED
-from nodes.models import DesiredState, HostGroupStatus, JudgeNode
+from nodes.models import VERIFIED, DesiredState, HostGroupStatus, JudgeNode
 from pools.registry import POOLS
 
 
 def ready_nodes(*, now):
-    """Nodes that can take their pool's new jobs (`nodes.checks.may_take_judge_jobs`), with a
+    """Nodes that can take their pool's new jobs (`nodes.models.may_take_judge_jobs`), with a
     fresh heartbeat, an open session and the runtime spec their pool's jobs are created
     with. (The console shows such a node as ready, or busy when its slots are full.)"""
     serves_current_spec = Q()
@@ -18,7 +17,7 @@ def ready_nodes(*, now):
         serves_current_spec |= Q(pool=name, runtime_spec=pool.spec.id)
     return JudgeNode.objects.filter(
         serves_current_spec,
-        desired_state=DesiredState.ENABLED, session_open=True, health_ok=True,
+        desired_state=DesiredState.ENABLED, session_open=True, health_ok=True, quarantined_at__isnull=True,
         last_heartbeat_at__gte=now - offline_after(), revoked_at__isnull=True,
         host_group__status=HostGroupStatus.ACTIVE,
     ).filter(VERIFIED)

@@ -9,6 +9,10 @@ def lease_ttl() -> timedelta:
     return timedelta(milliseconds=settings.KECE_LEASE_TTL_MS)
 
 
+def claim_wait() -> timedelta:
+    return timedelta(milliseconds=settings.KECE_CLAIM_WAIT_MS)
+
+
 def offline_after() -> timedelta:
     return timedelta(milliseconds=settings.KECE_OFFLINE_AFTER_MS)
 

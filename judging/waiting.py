@@ -15,7 +15,7 @@ for); only woken waiters run a claim transaction. At most one check per pool is 
 flight; hints arriving meanwhile fold into one more check after it.
 
 The Redis subscription also carries node changes, which drop cached identities
-(`nodes.auth`). It is kept while anyone waits and for as long after as a cached identity
+(`judging.auth`). It is kept while anyone waits and for as long after as a cached identity
 lives (`keep_listening`), so nodes that come back in lockstep after their waits end, or
 after a pause, find their identities still cached instead of read again one by one.
 
@@ -143,7 +143,7 @@ class PoolWaiters:
             self.node_changed(node_id)
 
     def node_changed(self, node_id: int) -> None:
-        from nodes.auth import auth_cache
+        from judging.auth import auth_cache
 
         auth_cache.drop_where(lambda auth: auth.node_id == node_id)
         for state in self.pools.values():
@@ -189,7 +189,7 @@ class PoolWaiters:
         used. Ending the subscription earlier would force the next subscription to forget
         every cached identity (changes published in between are lost), and every node to
         be read again."""
-        from nodes.auth import AUTH_CACHE_SECONDS
+        from judging.auth import AUTH_CACHE_SECONDS
 
         self.listen_until = time.monotonic() + AUTH_CACHE_SECONDS
         if settings.REDIS_URL and (self.redis_task is None or self.redis_task.done()):
@@ -284,7 +284,7 @@ class PoolWaiters:
                     await pubsub.psubscribe(wakeups.CHANNEL_PREFIX + "*")
                     # Messages lost while unsubscribed may include node changes: forget
                     # cached identities once.
-                    from nodes.auth import auth_cache
+                    from judging.auth import auth_cache
 
                     auth_cache.clear()
                     delay = 0.5

@@ -13,6 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from kece.errors import TooLarge
+from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
 
 
 def check_body_size(request) -> None:
@@ -87,6 +88,13 @@ class ContractView(APIView):
     def initial(self, request, *args, **kwargs):
         check_body_size(request)
         super().initial(request, *args, **kwargs)
+
+
+class AdminView(ContractView):
+    """The admin API's views: a user with the nodes.manage_judgers permission."""
+
+    authentication_classes = USER_AUTHENTICATION
+    permission_classes = [ManagesJudgers]
 
 
 def validated(serializer_class, data, **kwargs) -> dict:

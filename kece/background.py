@@ -29,9 +29,11 @@ def run_after_commit(task_name: str, *args) -> None:
 def run_now(task_name: str, *args) -> None:
     function = _function(task_name)
     if not (settings.CELERY_TASK_ALWAYS_EAGER or settings.KECE_IN_PROCESS_SCHEDULER):
-        from kece.celery import app
+        # The project's Celery app (kece.celery, loaded with the kece package); naming it
+        # here would import the wiring, which imports the apps, back into them.
+        from celery import current_app
 
-        app.send_task(task_name, args=args)
+        current_app.send_task(task_name, args=args)
         return
 
     def target():

@@ -49,6 +49,15 @@ def checks_step(now=None):
     return expired
 
 
+def stall_step(now=None):
+    from nodes.quarantine import nodes_quarantine_stalled
+
+    quarantined = nodes_quarantine_stalled(now=now or timezone.now())
+    if quarantined:
+        logger.warning("stalled nodes quarantined", extra={"nodes": quarantined})
+    return quarantined
+
+
 def run_guarded(step):
     """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
     close_old_connections()

@@ -19,6 +19,7 @@ def PERIODIC_TASKS():
         ("judging.dispatch_settlement_events", settings.KECE_EVENT_INTERVAL_MS / 1000),
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
+        ("nodes.quarantine_stalled", settings.KECE_REAP_INTERVAL_MS / 1000),
     ]
 
 
@@ -31,6 +32,7 @@ def _steps():
         (periodic.events_step, settings.KECE_EVENT_INTERVAL_MS / 1000),
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
+        (periodic.stall_step, settings.KECE_REAP_INTERVAL_MS / 1000),
     ]
 
 

@@ -204,6 +204,15 @@ if KECE_MAX_ATTEMPTS < 1:
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:
     raise ImproperlyConfigured("KECE_RENEW_INTERVAL_MS must be shorter than KECE_LEASE_TTL_MS")
 
+# Quarantine by what a node does (`nodes.quarantine`): INFRA_ERROR results on this many
+# different jobs in a row; free slots but no claim for this long while its pool had due
+# work; this many renew batches in a row in which every lease came back lost.
+KECE_QUARANTINE_INFRA_ERRORS = env.int("KECE_QUARANTINE_INFRA_ERRORS", default=3)
+KECE_QUARANTINE_STALL_MS = _positive_ms("KECE_QUARANTINE_STALL_MS", 60000)
+KECE_QUARANTINE_RENEW_LOST = env.int("KECE_QUARANTINE_RENEW_LOST", default=3)
+if KECE_QUARANTINE_INFRA_ERRORS < 1 or KECE_QUARANTINE_RENEW_LOST < 1:
+    raise ImproperlyConfigured("KECE_QUARANTINE_INFRA_ERRORS and KECE_QUARANTINE_RENEW_LOST must be at least 1")
+
 # Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
 KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)
 

@@ -4,14 +4,27 @@ from django.urls import include, path, re_path, register_converter
 
 from judging import pages as judging_pages
 from judging.api import admin as submission_admin
+from judging.api import node as node_jobs
+from judging.api.claim import ClaimView
+from judging.api.result import ResultView
 from judging.api import submissions
 from kece import converters, views
 from nodes import api as node_admin
-from nodes import api_checks
+from nodes import api_checks, api_node
 from pools import views as pool_views
 
 register_converter(converters.IdConverter, "id")
 register_converter(converters.SubmissionTypeConverter, "subtype")
+
+internal_api = [
+    path("join", api_node.JoinView.as_view()),
+    path("session", api_node.SessionView.as_view()),
+    path("heartbeat", api_node.HeartbeatView.as_view()),
+    path("jobs/claim", ClaimView.as_view(), name="node-claim"),
+    path("jobs/renew", node_jobs.RenewView.as_view()),
+    path("jobs/<id:job_id>/artifacts/<str:digest>", node_jobs.ArtifactView.as_view()),
+    path("jobs/<id:job_id>/result", ResultView.as_view()),
+]
 
 admin_api = [
     path("judgers", node_admin.JudgerListView.as_view()),
@@ -29,7 +42,7 @@ admin_api = [
 ]
 
 urlpatterns = [
-    path("api/v1/internal/judgers/", include("judging.api.urls_internal")),
+    path("api/v1/internal/judgers/", include(internal_api)),
     path("api/v1/admin/", include(admin_api)),
     path("api/v1/submissions", submissions.SubmitView.as_view()),
     path("api/v1/submissions/<subtype:submission_type>/<id:submission_id>", submissions.SubmissionView.as_view()),

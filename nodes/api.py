@@ -7,9 +7,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
 from judging.models import JudgeJob
-from kece.api import ContractView, iso, validated
+from kece.api import AdminView, iso, validated
 from kece.errors import Invalid, NotFound
-from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
 from kece.schema import errors
 from nodes import serializers as s
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
@@ -20,11 +19,6 @@ from nodes.services import (
 from pools.registry import POOLS
 
 TAGS = ["admin"]
-
-
-class AdminView(ContractView):
-    authentication_classes = USER_AUTHENTICATION
-    permission_classes = [ManagesJudgers]
 
 
 class NodePagination(PageNumberPagination):

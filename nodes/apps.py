@@ -5,4 +5,9 @@ class NodesConfig(AppConfig):
     name = "nodes"
 
     def ready(self):
-        from nodes import schema  # noqa: F401  (OpenAPI auth extension)
+        from judging import hooks
+        from nodes import checks, quarantine, schema  # noqa: F401  (schema: the OpenAPI auth extension)
+
+        hooks.register(**{hooks.DIAGNOSTIC_SETTLED: checks.self_check_settled,
+                          hooks.DIAGNOSTIC_FAILED: checks.self_check_failed,
+                          hooks.NODE_QUARANTINE: quarantine.node_quarantine_locked})

@@ -6,8 +6,9 @@
    runtime version). A failure ends the check; success queues a DIAGNOSTIC job bound to
    the node, inside its own slots.
 3. The node's result settles through the ordinary settle path, which calls
-   `self_check_settled`: the check record and the node's self-check verdict are written —
-   nothing else (no submission, no statistics).
+   `self_check_settled` (registered in `judging.hooks`): the check record and the node's
+   self-check verdict are written — nothing else (no submission, no statistics). A pass
+   also ends a quarantine (`nodes.quarantine`).
 4. `checks_expire` fails a check whose node never finished it and cancels its job.
 """
 
@@ -19,38 +20,15 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 
 from kece.errors import Busy, NotFound
-from nodes.models import CheckStatus, DesiredState, HostGroupStatus, JudgeNode, NodeCheck
+from nodes.models import CheckStatus, JudgeNode, NodeCheck
+from nodes.quarantine import quarantine_clear_locked
 
 logger = logging.getLogger("kece.checks")
 
 PROTOCOL_VERSION = 1
 DIAGNOSTIC_LIMITS = {"timeLimitMs": 5000, "memoryLimitMb": 256, "outputLimitKb": 1024}
-
-
-def self_check_passed_for_current_config(node) -> bool:
-    """A passing self-check that speaks for the node as it is now: same config revision,
-    same runtime spec and same agent (image) version as when it ran."""
-    return (
-        node.self_check_status == CheckStatus.PASSED
-        and node.self_check_revision == node.config_revision
-        and node.self_check_runtime_spec == node.runtime_spec
-        and node.self_check_agent_version == node.agent_version
-    )
-
-
-# The same rule as a query, for reads over many nodes.
-VERIFIED = Q(self_check_status=CheckStatus.PASSED, self_check_revision=F("config_revision"),
-             self_check_runtime_spec=F("runtime_spec"), self_check_agent_version=F("agent_version"))
-
-
-def may_take_judge_jobs(node, group) -> bool:
-    """Enabled, in an active host group, healthy by its last heartbeat and verified for
-    what it runs now. Anything else gets only its own diagnostic jobs."""
-    return (node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
-            and node.health_ok and self_check_passed_for_current_config(node))
 
 
 def node_check_start(*, node_id: int, actor, now) -> NodeCheck:
@@ -154,6 +132,9 @@ def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) 
             self_check_revision=check.config_revision, self_check_runtime_spec=check.runtime_spec,
             self_check_agent_version=check.agent_version, self_check_finished_at=now,
         )
+        quarantined = JudgeNode.objects.filter(pk=node_id, quarantined_at__isnull=False).first() if passed else None
+        if quarantined is not None:
+            quarantine_clear_locked(quarantined, now=now, check_id=check.pk)
 
 
 def _finish_check_locked(check, *, passed: bool, items: list[dict], now) -> None:

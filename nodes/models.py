@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
 
 from pools.registry import POOL_CHOICES
 
@@ -84,6 +85,15 @@ class JudgeNode(models.Model):
     credential_digest = models.CharField(max_length=64, null=True, blank=True, unique=True)
     probe_key = models.CharField(max_length=128, blank=True, default="")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Quarantine: what the node did (not what it says) took it out of judging until an
+    # admin's check passes again (`nodes.quarantine`).
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.CharField(max_length=300, blank=True, default="")
+    # What the quarantine rules count: the distinct judge jobs of the node's current run of
+    # INFRA_ERROR results (emptied by a judgement), and its renew batches in a row in which
+    # every lease came back lost. (A stall is read from the job table: see `nodes.quarantine`.)
+    infra_error_jobs = models.JSONField(default=list, blank=True)
+    renew_lost_batches = models.PositiveIntegerField(default=0)
     revision = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -94,6 +104,32 @@ class JudgeNode(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.pool})"
+
+
+def self_check_passed_for_current_config(node) -> bool:
+    """A passing self-check that speaks for the node as it is now: same config revision,
+    same runtime spec and same agent (image) version as when it ran."""
+    return (
+        node.self_check_status == CheckStatus.PASSED
+        and node.self_check_revision == node.config_revision
+        and node.self_check_runtime_spec == node.runtime_spec
+        and node.self_check_agent_version == node.agent_version
+    )
+
+
+# The same rule as a query, for reads over many nodes.
+VERIFIED = Q(self_check_status=CheckStatus.PASSED, self_check_revision=F("config_revision"),
+             self_check_runtime_spec=F("runtime_spec"), self_check_agent_version=F("agent_version"))
+
+
+def may_take_judge_jobs(node, group) -> bool:
+    """Enabled, in an active host group, healthy by its last heartbeat, not quarantined and
+    verified for what it runs now. Anything else gets only its own diagnostic jobs.
+
+    These rules sit with the columns they read: the claim (in `judging`) applies them
+    without importing node services."""
+    return (node.desired_state == DesiredState.ENABLED and group.status == HostGroupStatus.ACTIVE
+            and node.health_ok and node.quarantined_at is None and self_check_passed_for_current_config(node))
 
 
 class JoinCode(models.Model):

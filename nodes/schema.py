@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class NodeCredentialScheme(OpenApiAuthenticationExtension):
-    target_class = "nodes.auth.NodeCredentialAuthentication"
+    target_class = "judging.auth.NodeCredentialAuthentication"
     name = "nodeCredential"
 
     def get_security_definition(self, auto_schema):

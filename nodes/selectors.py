@@ -4,8 +4,9 @@ from django.db.models import Count, Min, Q
 
 from judging.models import JobState
 from judging.timing import offline_after
-from nodes.checks import self_check_passed_for_current_config
-from nodes.models import DesiredState, HostGroupStatus, JudgeNode, ObservedState
+from nodes.models import (
+    DesiredState, HostGroupStatus, JudgeNode, ObservedState, self_check_passed_for_current_config,
+)
 
 
 def nodes_with_running():
@@ -32,7 +33,7 @@ def observed_state(node, *, now) -> str:
     if (not node.session_open or node.last_heartbeat_at is None
             or node.last_heartbeat_at < now - offline_after()):
         return ObservedState.OFFLINE
-    if not node.health_ok or not self_check_passed_for_current_config(node):
+    if not node.health_ok or node.quarantined_at is not None or not self_check_passed_for_current_config(node):
         return ObservedState.UNHEALTHY
     if getattr(node, "running", 0) >= node.max_slots:
         return ObservedState.BUSY

@@ -31,6 +31,9 @@ class NodeOut(serializers.Serializer):
             },
             "revision": node.revision,
             "createdAt": iso(node.created_at),
+            # Added, optional: why the node was taken out of judging, and since when.
+            "quarantine": {"reason": node.quarantine_reason, "since": iso(node.quarantined_at)}
+            if node.quarantined_at is not None else None,
         }
 
 
@@ -38,6 +41,11 @@ class SelfCheckSchema(serializers.Serializer):
     status = serializers.CharField()
     configRevision = serializers.IntegerField(allow_null=True)
     finishedAt = serializers.CharField(allow_null=True)
+
+
+class QuarantineSchema(serializers.Serializer):
+    reason = serializers.CharField()
+    since = serializers.CharField()
 
 
 class NodeSchema(serializers.Serializer):
@@ -61,6 +69,9 @@ class NodeSchema(serializers.Serializer):
     selfCheck = SelfCheckSchema()
     revision = serializers.IntegerField()
     createdAt = serializers.CharField()
+    quarantine = QuarantineSchema(allow_null=True, required=False,
+                                  help_text="Why what the node did took it out of judging, and since when; "
+                                            "null when it is not quarantined. Cleared by a passing check.")
 
 
 class NodePage(serializers.Serializer):

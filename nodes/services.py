@@ -20,7 +20,9 @@ from judging.services.leases import release_node_leases
 from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
 from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, Unauthenticated
-from nodes.models import DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit
+from nodes.models import (
+    DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit, self_check_passed_for_current_config,
+)
 from nodes.probe import normalize_base_url
 from pools.registry import POOLS
 
@@ -241,8 +243,6 @@ def heartbeat_is_fresh(node, *, now) -> bool:
 def _enable_gate(node, *, now) -> None:
     if not heartbeat_is_fresh(node, now=now) or not node.session_open:
         raise NotVerified("The node has no fresh heartbeat.")
-    from nodes.checks import self_check_passed_for_current_config
-
     if not self_check_passed_for_current_config(node):
         raise NotVerified("The node has no passing self-check for its current configuration.")
 

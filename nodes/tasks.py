@@ -12,10 +12,3 @@ def run_check(check_id: int):
     from nodes.checks import node_check_run
 
     node_check_run(check_id)
-
-
-@shared_task(name="nodes.expire_checks", ignore_result=True)
-def expire_checks():
-    from kece.periodic import checks_step, run_guarded
-
-    run_guarded(checks_step)

@@ -7,8 +7,8 @@ from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS
 from judging.services.rejudge import submission_delete, submission_rejudge
+from kece.api import AdminView
 from kece.errors import NotFound
-from nodes.api import AdminView
 
 TAGS = ["admin"]
 

@@ -19,7 +19,7 @@ from judging.services.settle import RELEASED, SettleRequest, job_settle
 from judging.waiting import run_db
 from kece.api import lone_surrogate_in
 from kece.errors import DomainError, Invalid, TooLarge
-from nodes.auth import bearer_secret, lookup_for_waiting, parse_session
+from judging.auth import bearer_secret, lookup_for_waiting, parse_session
 
 logger = logging.getLogger("kece.node_api")
 

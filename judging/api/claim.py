@@ -31,7 +31,7 @@ from judging.services.claim import job_claim
 from judging.waiting import registry, run_db
 from kece.api import ContractView
 from kece.errors import DomainError, Unavailable
-from nodes.auth import authenticate_cached
+from judging.auth import authenticate_cached
 
 logger = logging.getLogger("kece.claim_api")
 

@@ -1,27 +1,25 @@
-"""The node API (`/api/v1/internal/judgers/…`): thin views over the services."""
+"""The node API for jobs (`/api/v1/internal/judgers/jobs/…`): thin views over the services.
+
+Join, session and heartbeat are the node's own life (`nodes.api_node`)."""
 
 import asyncio
 import logging
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
 
 from judging import artifacts
 from judging.api import node_serializers as s
+from judging.auth import NodeCredentialAuthentication, session_identity
 from judging.selectors import artifact_for_lease
 from judging.services.leases import RenewItem, lease_renew
-from kece.api import ContractView, iso, validated
+from kece.api import ContractView, validated
 from kece.errors import Invalid, Unavailable
 from kece.schema import errors
-from nodes.auth import NodeCredentialAuthentication, session_identity
-from nodes.services import PROTOCOL_VERSION, AgentReport, HeartbeatReport, node_heartbeat, node_join, \
-    node_session_open
 
 logger = logging.getLogger("kece.node_api")
 
@@ -30,73 +28,9 @@ SESSION_PARAMETER = OpenApiParameter("X-Judge-Session", int, OpenApiParameter.HE
                                      description="The node's current session epoch.")
 
 
-def timings() -> dict:
-    return {
-        "protocolVersion": PROTOCOL_VERSION,
-        "heartbeatIntervalMs": settings.KECE_HEARTBEAT_INTERVAL_MS,
-        "renewIntervalMs": settings.KECE_RENEW_INTERVAL_MS,
-        "leaseTtlMs": settings.KECE_LEASE_TTL_MS,
-        "claimWaitMs": settings.KECE_CLAIM_WAIT_MS,
-    }
-
-
-def _report(data) -> AgentReport:
-    return AgentReport(data["agentVersion"], data["runtimeSpec"], data["localSlots"])
-
-
-class JoinThrottle(SimpleRateThrottle):
-    scope = "join"
-
-    def get_rate(self):
-        return settings.KECE_JOIN_THROTTLE
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-
 class NodeView(ContractView):
     authentication_classes = [NodeCredentialAuthentication]
     permission_classes = [IsAuthenticated]
-
-
-class JoinView(ContractView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
-    throttle_classes = [JoinThrottle]
-
-    @extend_schema(tags=TAGS, request=s.JoinIn, responses={201: s.JoinOut, **errors(401, 429)}, auth=[],
-                   summary="Exchange a one-time join code for a credential and a first session")
-    def post(self, request):
-        data = validated(s.JoinIn, request.data)
-        joined = node_join(join_code=data["joinCode"], report=_report(data), now=timezone.now())
-        node = joined.node
-        return Response({"nodeId": node.pk, "pool": node.pool, "credential": joined.credential,
-                         "probeKey": joined.probe_key, "sessionEpoch": node.session_epoch, **timings()}, status=201)
-
-
-class SessionView(NodeView):
-    @extend_schema(tags=TAGS, request=s.AgentReportIn, responses={200: s.SessionOut},
-                   summary="Open a new session; the previous session's leases are released at once")
-    def post(self, request):
-        data = validated(s.AgentReportIn, request.data)
-        node = node_session_open(node_id=request.auth.pk, credential_digest_value=request.auth.credential_digest,
-                                 report=_report(data), now=timezone.now())
-        return Response({"nodeId": node.pk, "pool": node.pool, "sessionEpoch": node.session_epoch,
-                         "desiredState": node.desired_state, **timings()})
-
-
-class HeartbeatView(NodeView):
-    @extend_schema(tags=TAGS, request=s.HeartbeatIn, responses={200: s.HeartbeatOut}, parameters=[SESSION_PARAMETER],
-                   summary="Report liveness, versions, slots and health")
-    def post(self, request):
-        identity = session_identity(request)
-        data = validated(s.HeartbeatIn, request.data)
-        now = timezone.now()
-        beat = HeartbeatReport(_report(data), data["running"], data["health"]["ok"], data["health"]["checks"])
-        node = node_heartbeat(node_id=identity.node_id, credential_digest_value=identity.credential_digest,
-                              session_epoch=identity.session_epoch, beat=beat, now=now)
-        return Response({"desiredState": node.desired_state, "maxSlots": node.max_slots, "serverTime": iso(now),
-                         "heartbeatIntervalMs": settings.KECE_HEARTBEAT_INTERVAL_MS})
 
 
 class RenewView(NodeView):

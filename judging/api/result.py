@@ -27,7 +27,7 @@ from judging.services.settle import CaseResult, SettleRequest, job_settle, job_s
 from judging.waiting import registry, run_db
 from kece.api import ContractView
 from kece.errors import DomainError, Unavailable
-from nodes.auth import authenticate_cached
+from judging.auth import authenticate_cached
 
 logger = logging.getLogger("kece.node_api")
 

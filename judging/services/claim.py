@@ -9,10 +9,9 @@ from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
 from judging.models import JobState, JudgeJob
 from judging.services import job_meta
-from judging.timing import lease_ttl, offline_after
+from judging.timing import claim_wait, lease_ttl, offline_after
 from kece.errors import Unauthenticated
-from nodes.checks import may_take_judge_jobs
-from nodes.models import DesiredState, JudgeNode
+from nodes.models import DesiredState, JudgeNode, may_take_judge_jobs
 
 logger = logging.getLogger("kece.claim")
 
@@ -33,10 +32,15 @@ def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
     where = "pool = %s AND state = %s AND available_at <= %s AND runtime_spec = %s"
     params = [node.pool, JobState.QUEUED, connection.ops.adapt_datetimefield_value(now), node.runtime_spec]
     if judge_jobs_allowed:
-        where += " AND (bound_node_id IS NULL OR bound_node_id = %s)"
+        # A job this node just failed with an INFRA_ERROR is left to the pool's other nodes
+        # for one claim wait after it is due; then this node may try it again.
+        where += (" AND (bound_node_id IS NULL OR bound_node_id = %s)"
+                  " AND (avoid_node_id IS NULL OR avoid_node_id <> %s OR available_at <= %s)")
+        params += [node.pk, node.pk, connection.ops.adapt_datetimefield_value(now - claim_wait())]
     else:
         where += " AND bound_node_id = %s"
-    return where, [*params, node.pk]
+        params.append(node.pk)
+    return where, params
 
 
 _RUNNING_COUNTS = (

@@ -10,7 +10,7 @@ from django.db import transaction
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, update_locked_jobs
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
-from judging.services import outcomes
+from judging.services import conduct, outcomes
 from judging.timing import lease_ttl, ms_between
 
 logger = logging.getLogger("kece.leases")
@@ -59,6 +59,9 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
                 values.update(progress_phase=item.phase, progress_testcase=item.testcase)
             update_locked_jobs([item.job_id], **values)
             answers.append({"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)})
+    all_lost = bool(answers) and all(a.get("error") == "lease_lost" for a in answers)
+    if all_lost or node.renew_lost_batches:
+        conduct.renew_batch_recorded(node, all_lost=all_lost, now=now)
     return answers
 
 

@@ -8,6 +8,7 @@ import logging
 
 from django.conf import settings
 
+from judging import hooks
 from judging.locking import save_locked
 from judging.models import JobKind, JobState, SettlementEvent
 from judging.timing import retry_backoff
@@ -71,7 +72,7 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
     job.error_message = message[:2000]
     _clear_lease(job)
     save_locked(job, [
-        "state", "available_at", "attempts", "error", "error_message", "node_id", "host_group_id",
+        "state", "available_at", "attempts", "error", "error_message", "node_id", "host_group_id", "avoid_node_id",
         "session_epoch", "lease_until", "progress_phase", "progress_testcase",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])
@@ -113,9 +114,7 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
                                        "judged_generation", "judged_at"])
         write_events(job, submission, now=now)
     if job.kind == JobKind.DIAGNOSTIC:
-        from nodes.checks import self_check_failed
-
-        self_check_failed(job, now=now, error=error, message=message)
+        hooks.call(hooks.DIAGNOSTIC_FAILED, job, now=now, error=error, message=message)
     logger.warning("job failed", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
                                          "attempt": job.attempts})
 

@@ -8,10 +8,12 @@ from datetime import timedelta
 
 from django.db import transaction
 
+from judging import hooks
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_host_group, lock_job, lock_node, lock_submission, save_locked
+from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
-from judging.services import job_meta, outcomes
+from judging.selectors import ready_nodes
+from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id
 from judging.services.leases import was_leased_to
 from judging.wakeups import publish_after_commit
@@ -142,20 +144,27 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
     group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claims else None
     with transaction.atomic(durable=True):
         group = lock_host_group(group_id) if group_id is not None else None
-        # A diagnostic result writes the node's self-check, and a claim counts its slots:
-        # both need the node exclusively.
-        node = lock_node(identity.node_id, shared=group is None and meta.kind != JobKind.DIAGNOSTIC)
+        # A diagnostic result writes the node's self-check, an INFRA_ERROR the node's run of
+        # errors (`conduct`), and a claim counts its slots: all need the node exclusively.
+        infra = request.outcome == INFRA_ERROR and meta.kind == JobKind.JUDGE
+        node = lock_node(identity.node_id, shared=group is None and meta.kind != JobKind.DIAGNOSTIC and not infra)
         check_node_identity(node, identity)
         submission = None
         if meta.kind == JobKind.JUDGE:
             submission = lock_submission(meta.submission_type, meta.submission_id)
-        job = lock_job(request.job_id)
+        # An error that quarantines the node refunds the other jobs of its run: locked with
+        # this one, in one ascending acquisition.
+        others = lock_jobs([request.job_id, *conduct.refund_candidates(node, request.job_id)]) if infra \
+            else lock_jobs([request.job_id])
+        job = others.pop(request.job_id, None)
         if job is None:
             raise LeaseLost("No such job for this node.")
         if job_meta.meta_of(job) != meta:
             raise _StaleMeta()
 
         status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
+        if infra and status in ("requeued", "failed"):
+            conduct.infra_error_recorded(node, job, others, now=now)
         claim = None
         if claim_slots is not None:
             claim = ClaimResult(desired_state=node.desired_state, reason="not_after_this_result")
@@ -175,6 +184,8 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             # A slot of this node and host group is free again (unless the carried claim
             # took it back): a waiting claim that was refused as full may now take work.
             publish_after_commit(job.pool)
+    if status == "settled" and meta.kind == JobKind.JUDGE and node.infra_error_jobs:
+        conduct.judgement_recorded(node.pk)
     logger.info("result accepted", extra={"job": job.pk, "lease": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
     return status, claim
@@ -199,26 +210,39 @@ def _check_and_apply(job, node, submission, identity: NodeIdentity, request: Set
         raise LeaseLost()
     if request.outcome == JUDGED:
         _validate_judged(job, request)
-    return _apply(job, submission, request, now=now, node_id=node.pk, digest=digest)
+    return _apply(job, node, submission, request, now=now, digest=digest)
 
 
-def _apply(job, submission, request: SettleRequest, *, now, node_id: int, digest: str) -> str:
+def _apply(job, node, submission, request: SettleRequest, *, now, digest: str) -> str:
+    node_id = node.pk
     if request.outcome == RELEASED:
         outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                    status="requeued")
         outcomes.requeue(job, now=now, error="released", refund=True, delay=timedelta(0))
         return "requeued"
     if request.outcome == INFRA_ERROR:
-        status = "failed" if outcomes.attempts_exhausted(job) else "requeued"
+        # The node's fault (quarantined, or quarantined by this post): not the job's attempt.
+        refund = job.kind == JobKind.JUDGE and conduct.at_fault(node, job.pk)
+        status = "failed" if outcomes.attempts_exhausted(job) and not refund else "requeued"
         outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                    status=status)
-        outcomes.infra_failure(job, submission, now=now, error=request.error or "infra_error",
-                               message=request.message)
+        job.avoid_node_id = node_id if _another_node_serves(job, node_id, now=now) else None
+        error = request.error or "infra_error"
+        if refund:
+            outcomes.requeue(job, now=now, error=error, message=request.message, refund=True)
+        else:
+            outcomes.infra_failure(job, submission, now=now, error=error, message=request.message)
         return status
     outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                status="settled")
     _complete(job, submission, request, now=now, digest=digest)
     return "settled"
+
+
+def _another_node_serves(job, node_id: int, *, now) -> bool:
+    """Whether another ready node may take the job: then the node that failed it passes it
+    by for a claim wait (read on the error path only, never on a claim)."""
+    return ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exclude(pk=node_id).exists()
 
 
 def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> None:
@@ -234,9 +258,7 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])
     if job.kind == JobKind.DIAGNOSTIC:
-        from nodes.checks import self_check_settled
-
-        self_check_settled(job, result, now=now)
+        hooks.call(hooks.DIAGNOSTIC_SETTLED, job, result, now=now)
         return
     submission.verdict = request.verdict
     submission.score = request.score

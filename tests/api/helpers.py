@@ -17,6 +17,8 @@ NODE_KEYS = {
     "id", "name", "pool", "hostGroupId", "baseUrl", "desiredState", "observedState", "maxSlots", "localSlots",
     "running", "lastHeartbeatAt", "agentVersion", "runtimeSpec", "sessionEpoch", "selfCheck", "revision",
     "createdAt",
+    # Added to the contract's Node, optional: why the node is quarantined, or null.
+    "quarantine",
 }
 ADMIN = "/api/v1/admin/"
 INTERNAL = "/api/v1/internal/judgers/"

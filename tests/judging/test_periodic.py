@@ -17,7 +17,8 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     app.loader.import_default_modules()
     names = [name for name, _ in PERIODIC_TASKS()]
     assert {"judging.reap_expired_leases", "judging.dispatch_settlement_events",
-            "pools.refresh_status_snapshot", "nodes.expire_checks"} == set(names)
+            "pools.refresh_status_snapshot", "nodes.expire_checks",
+            "nodes.quarantine_stalled"} == set(names)
     for name in names:
         assert name in app.tasks, name
     scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}
@@ -37,7 +38,7 @@ def test_beat_keeps_its_schedule_in_the_state_folder_not_the_working_folder(sett
 
 
 def test_the_celery_tasks_reap_and_dispatch(student, problem, node_a, settings):
-    from judging.tasks import dispatch_settlement_events, reap_expired_leases
+    from kece.tasks import dispatch_settlement_events, reap_expired_leases
 
     _, identity = node_a
     submit(student, problem)

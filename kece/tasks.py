@@ -1,0 +1,34 @@
+"""The periodic Celery tasks: thin wrappers over `kece.periodic` (the in-process scheduler
+runs the same steps in the embedded default). They live with the wiring, which may know
+every app, so no app imports the wiring back."""
+
+from celery import shared_task
+
+from kece import periodic
+
+
+@shared_task(name="judging.reap_expired_leases", ignore_result=True)
+def reap_expired_leases():
+    periodic.reap_step()
+
+
+@shared_task(name="judging.dispatch_settlement_events", ignore_result=True)
+def dispatch_settlement_events():
+    periodic.events_step()
+
+
+@shared_task(name="pools.refresh_status_snapshot", ignore_result=True)
+def refresh_status_snapshot():
+    from pools.snapshot import refresh_step
+
+    periodic.run_guarded(refresh_step)
+
+
+@shared_task(name="nodes.expire_checks", ignore_result=True)
+def expire_checks():
+    periodic.run_guarded(periodic.checks_step)
+
+
+@shared_task(name="nodes.quarantine_stalled", ignore_result=True)
+def quarantine_stalled():
+    periodic.run_guarded(periodic.stall_step)

@@ -1,0 +1,224 @@
+"""Quarantine by what a node does: infrastructure errors, a stall, lost renewals; the refund
+of the attempts a faulty node burned; the way back through a passing check."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob
+from judging.selectors import ready_nodes
+from judging.services.leases import RenewItem, lease_renew
+from judging.services.settle import SettleRequest
+from nodes.checks import _queue_self_check, node_check_start
+from nodes.models import JudgeNode, NodeAudit
+from nodes.quarantine import nodes_quarantine_stalled
+from tests.factories import make_node
+from tests.judging.helpers import claim, infra_error, judged, settle, submit
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
+
+PASSING_ITEMS = ({"name": "python_runs", "ok": True, "detail": "ok"},)
+
+
+@pytest.fixture
+def quarantine_settings(settings):
+    settings.KECE_QUARANTINE_INFRA_ERRORS = 3
+    settings.KECE_QUARANTINE_RENEW_LOST = 3
+    settings.KECE_QUARANTINE_STALL_MS = 60000
+    settings.KECE_MAX_ATTEMPTS = 3
+    return settings
+
+
+def _fail_jobs(identity, count, *, now):
+    """The node claims `count` jobs and answers INFRA_ERROR to each."""
+    jobs = claim(identity, free_slots=count, now=now)
+    assert len(jobs) == count
+    return [(job, settle(identity, infra_error(job), now=now)) for job in jobs]
+
+
+def _audits(node, action):
+    return list(NodeAudit.objects.filter(node_id=node.pk, action=action).values_list("actor_name", flat=True))
+
+
+def test_infra_errors_on_three_different_jobs_quarantine_the_node(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    for _ in range(4):
+        submit(student, problem, now=now)
+    _fail_jobs(identity, 2, now=now)
+    node.refresh_from_db()
+    assert node.quarantined_at is None and len(node.infra_error_jobs) == 2
+    assert ready_nodes(now=now).filter(pk=node.pk).exists()
+
+    _fail_jobs(identity, 1, now=now)
+    node.refresh_from_db()
+    assert node.quarantined_at == now and node.quarantine_reason.startswith("infra_errors:")
+    assert _audits(node, "quarantine") == ["system"]
+    assert not ready_nodes(now=now).filter(pk=node.pk).exists()
+    # No judge job for it, though one is due.
+    assert claim(identity, free_slots=4, now=now + timedelta(minutes=5)) == []
+
+
+def test_the_attempts_a_quarantined_node_burned_are_refunded(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    for _ in range(3):
+        submit(student, problem, now=now)
+    # The last job was already on its last attempt: the node's error must not fail it.
+    last = JudgeJob.objects.order_by("-id").first()
+    JudgeJob.objects.filter(pk=last.pk).update(attempts=2)
+    statuses = [status for _, status in _fail_jobs(identity, 3, now=now)]
+    assert statuses == ["requeued"] * 3
+    jobs = JudgeJob.objects.order_by("id")
+    assert [(j.state, j.attempts) for j in jobs] == [(JobState.QUEUED, 0), (JobState.QUEUED, 0),
+                                                      (JobState.QUEUED, 2)]
+
+
+def test_an_error_from_an_already_quarantined_node_counts_no_attempt(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity, now=now)
+    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason="stalled: test")
+    JudgeJob.objects.filter(pk=job.pk).update(attempts=3)
+    assert settle(identity, infra_error(job), now=now) == "requeued"
+    assert JudgeJob.objects.get(pk=job.pk).attempts == 2
+
+
+def test_a_node_that_is_not_quarantined_still_fails_a_job_at_the_attempt_limit(student, problem, node_a,
+                                                                              quarantine_settings):
+    _, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity, now=now)
+    JudgeJob.objects.filter(pk=job.pk).update(attempts=3)
+    assert settle(identity, infra_error(job), now=now) == "failed"
+
+
+def test_a_judgement_ends_the_run_of_errors(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    for _ in range(5):
+        submit(student, problem, now=now)
+    _fail_jobs(identity, 2, now=now)
+    [good] = claim(identity, now=now)
+    assert settle(identity, judged(good), now=now) == "settled"
+    node.refresh_from_db()
+    assert node.infra_error_jobs == []
+    _fail_jobs(identity, 2, now=now)
+    node.refresh_from_db()
+    assert node.quarantined_at is None
+
+
+def test_the_same_job_failing_again_is_not_a_second_job(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    for attempt in range(2):
+        later = now + timedelta(minutes=attempt * 5)
+        [job] = claim(identity, now=later)
+        settle(identity, infra_error(job), now=later)
+    node.refresh_from_db()
+    assert node.quarantined_at is None and node.infra_error_jobs == [job.pk]
+
+
+def test_a_job_a_node_failed_goes_to_another_node(student, problem, node_a, node_b, quarantine_settings):
+    _, identity_a = node_a
+    node_b_row, identity_b = node_b
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity_a, now=now)
+    settle(identity_a, infra_error(job), now=now)
+    due = JudgeJob.objects.get(pk=job.pk).available_at
+    # Due again: the node that failed it passes it by, the other one takes it.
+    assert claim(identity_a, now=due) == []
+    [again] = claim(identity_b, now=due)
+    assert again.pk == job.pk and again.node_id == node_b_row.pk
+
+
+def test_a_job_a_node_failed_comes_back_to_it_when_no_other_node_takes_it(student, problem, node_a, node_b,
+                                                                          quarantine_settings):
+    _, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity, now=now)
+    settle(identity, infra_error(job), now=now)
+    due = JudgeJob.objects.get(pk=job.pk).available_at
+    wait = timedelta(milliseconds=quarantine_settings.KECE_CLAIM_WAIT_MS)
+    assert claim(identity, now=due + wait - timedelta(milliseconds=1)) == []
+    assert [j.pk for j in claim(identity, now=due + wait)] == [job.pk]
+
+
+def _stalled_node(student, problem, *, now):
+    node, identity = make_node(pool="python", now=now - timedelta(minutes=5))
+    JudgeNode.objects.filter(pk=node.pk).update(updated_at=now - timedelta(minutes=5), last_heartbeat_at=now)
+    submit(student, problem, now=now - timedelta(minutes=2))
+    return node, identity
+
+
+def test_a_node_with_free_slots_that_claims_nothing_while_work_waits_is_quarantined(student, problem,
+                                                                                   quarantine_settings):
+    now = timezone.now()
+    node, _ = _stalled_node(student, problem, now=now)
+    assert nodes_quarantine_stalled(now=now) == [node.pk]
+    node.refresh_from_db()
+    assert node.quarantine_reason.startswith("stalled:") and _audits(node, "quarantine") == ["system"]
+
+
+def test_a_node_that_leased_lately_or_is_full_has_not_stalled(student, problem, quarantine_settings):
+    now = timezone.now()
+    node, identity = _stalled_node(student, problem, now=now)
+    submit(student, problem, now=now - timedelta(minutes=2))
+    claim(identity, now=now - timedelta(seconds=10))  # leased one ten seconds ago
+    assert nodes_quarantine_stalled(now=now) == []
+    JudgeJob.objects.filter(node_id=node.pk).update(started_at=now - timedelta(minutes=3))
+    JudgeNode.objects.filter(pk=node.pk).update(running_reported=node.local_slots)  # full by its report
+    assert nodes_quarantine_stalled(now=now) == []
+    JudgeNode.objects.filter(pk=node.pk).update(running_reported=0)
+    assert nodes_quarantine_stalled(now=now) == [node.pk]
+
+
+def test_no_due_work_is_no_stall(student, problem, quarantine_settings):
+    now = timezone.now()
+    node, _ = make_node(pool="python", now=now)
+    JudgeNode.objects.filter(pk=node.pk).update(updated_at=now - timedelta(minutes=5))
+    submit(student, problem, now=now - timedelta(seconds=30))  # due, but not for a whole minute
+    assert nodes_quarantine_stalled(now=now) == []
+
+
+def test_renew_batches_that_all_come_back_lost_quarantine_the_node(student, problem, node_a, quarantine_settings):
+    node, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity, now=now)
+    lost = [RenewItem(job.pk, job.lease_epoch + 7), RenewItem(999999, 1)]
+    for _ in range(2):
+        lease_renew(identity=identity, items=lost, now=now)
+    # One batch with a live lease in it ends the count.
+    lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=now)
+    node.refresh_from_db()
+    assert node.renew_lost_batches == 0
+    for _ in range(3):
+        lease_renew(identity=identity, items=lost, now=now)
+    node.refresh_from_db()
+    assert node.quarantine_reason.startswith("renew_lost:")
+
+
+def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student, problem, node_a, admin_user):
+    node, identity = node_a
+    now = timezone.now()
+    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason="stalled: test")
+    for verdict, expected in (("WA", False), ("AC", True)):
+        check = node_check_start(node_id=node.pk, actor=admin_user, now=now)
+        node.refresh_from_db()
+        _queue_self_check(check, node, items=[], now=now)
+        [job] = claim(identity, now=now)  # a quarantined node still gets its own diagnostic job
+        items = PASSING_ITEMS if verdict == "AC" else ({"name": "python_runs", "ok": False, "detail": "no"},)
+        settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                       verdict=verdict, checks=items), now=now)
+        node.refresh_from_db()
+        assert (node.quarantined_at is None) is expected
+    assert _audits(node, "quarantine_cleared") == ["system"]
+    submit(student, problem, now=now)
+    assert len(claim(identity, now=now)) == 1
