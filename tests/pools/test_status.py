@@ -33,7 +33,7 @@ def test_a_pool_with_an_enabled_fresh_verified_healthy_node_is_available(student
 
 @pytest.mark.parametrize("breakage", [
     "offline", "unhealthy", "draining", "disabled", "unverified", "verified_for_an_old_revision",
-    "session_closed", "revoked", "other_runtime_spec",
+    "session_closed", "revoked", "other_runtime_spec", "quarantined",
 ])
 def test_a_node_that_cannot_take_new_jobs_gives_its_runtime_no_capacity(breakage, student, problem):
     node, _ = make_node(pool="python")
@@ -47,6 +47,7 @@ def test_a_node_that_cannot_take_new_jobs_gives_its_runtime_no_capacity(breakage
         "session_closed": {"session_open": False},
         "revoked": {"revoked_at": timezone.now()},
         "other_runtime_spec": {"runtime_spec": "python-r0"},
+        "quarantined": {"quarantined_at": timezone.now(), "quarantine_reason": "3 infrastructure errors in a row"},
     }[breakage]
     JudgeNode.objects.filter(pk=node.pk).update(**change)
     submit(student, problem, language="python")
