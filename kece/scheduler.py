@@ -19,11 +19,13 @@ def PERIODIC_TASKS():
         ("judging.dispatch_settlement_events", settings.KECE_EVENT_INTERVAL_MS / 1000),
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
+        ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
     ]
 
 
 def _steps():
     from kece import periodic
+    from nodes.console import live
     from pools import snapshot
 
     return [
@@ -31,6 +33,7 @@ def _steps():
         (periodic.events_step, settings.KECE_EVENT_INTERVAL_MS / 1000),
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
+        (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
     ]
 
 

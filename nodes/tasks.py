@@ -13,3 +13,11 @@ def expire_checks():
     from kece.periodic import checks_step, run_guarded
 
     run_guarded(checks_step)
+
+
+@shared_task(name="nodes.publish_console", ignore_result=True)
+def publish_console():
+    from kece.periodic import run_guarded
+    from nodes.console.live import publish_step
+
+    run_guarded(publish_step)
