@@ -223,3 +223,13 @@ def test_every_console_form_carries_a_csrf_token(admin, node_a):
     for path in ["/admin/judgers/register", "/admin/judgers/host-groups", f"/admin/judgers/{node.pk}/drain"]:
         page = admin.get(path).content.decode()
         assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') >= 3
+
+
+def test_the_pages_of_a_filtered_list_keep_the_filters(admin):
+    group = HostGroupFactory(total_slots=4096)
+    JudgeNode.objects.bulk_create([
+        JudgeNode(name=f"many-{i:03}", pool="java", base_url="https://127.0.0.1:8443", host_group=group, max_slots=2)
+        for i in range(60)])
+    page = admin.get("/admin/judgers?pool=java").content.decode()
+    assert 'href="?pool=java&amp;page=2"' in page and "many-049" in page and "many-050" not in page
+    assert "many-059" in admin.get("/admin/judgers?pool=java&page=2").content.decode()
