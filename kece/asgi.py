@@ -138,3 +138,24 @@ async def application(scope, receive, send):
             await internal_application(scope, receive, send)
             return
     await django_application(scope, receive, send)
+
+
+# --- WebSockets: the console's live channel, in front of the HTTP app above ---------------------
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from nodes.console.consumers import JudgersConsumer  # noqa: E402
+
+http_application = application
+application = ProtocolTypeRouter({
+    "http": http_application,
+    "lifespan": http_application,
+    # The session cookie authenticates; the Origin check keeps other sites' pages from
+    # opening the socket with it.
+    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+        path("ws/admin/judgers", JudgersConsumer.as_asgi()),
+    ]))),
+})

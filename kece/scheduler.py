@@ -20,11 +20,13 @@ def PERIODIC_TASKS():
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.quarantine_stalled", settings.KECE_REAP_INTERVAL_MS / 1000),
+        ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
     ]
 
 
 def _steps():
     from kece import periodic
+    from nodes.console import live
     from pools import snapshot
 
     return [
@@ -33,6 +35,7 @@ def _steps():
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.stall_step, settings.KECE_REAP_INTERVAL_MS / 1000),
+        (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
     ]
 
 

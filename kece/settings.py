@@ -138,6 +138,14 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "kece"}}
 
+# The console's live updates (`nodes.console.live`): across processes through Redis, within
+# the one web process of the embedded default in memory.
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 10}}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -192,6 +200,9 @@ KECE_EVENT_INTERVAL_MS = _positive_ms("KECE_EVENT_INTERVAL_MS", 2000)
 KECE_SNAPSHOT_INTERVAL_MS = _positive_ms("KECE_SNAPSHOT_INTERVAL_MS", 5000)
 # How often an open page refreshes the judge status panel and top bar (paused while hidden).
 KECE_STATUS_REFRESH_MS = _positive_ms("KECE_STATUS_REFRESH_MS", 30000)
+# The console compares its per-pool figures this often and tells open pages what changed;
+# an open page hears at most one message per such interval.
+KECE_CONSOLE_PUBLISH_MS = _positive_ms("KECE_CONSOLE_PUBLISH_MS", 1000)
 KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
 # Waiting claims: the per-pool fallback check interval and the bounded database threads.
 KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)

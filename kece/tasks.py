@@ -32,3 +32,10 @@ def expire_checks():
 @shared_task(name="nodes.quarantine_stalled", ignore_result=True)
 def quarantine_stalled():
     periodic.run_guarded(periodic.stall_step)
+
+
+@shared_task(name="nodes.publish_console", ignore_result=True)
+def publish_console():
+    from nodes.console.live import publish_step
+
+    periodic.run_guarded(publish_step)

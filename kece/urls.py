@@ -57,6 +57,7 @@ urlpatterns = [
     # Pages
     path("", pool_views.home, name="home"),
     path("status/panel", pool_views.status_panel, name="status-panel"),
+    path("", include("nodes.console.urls")),
     path("problems", judging_pages.problem_list, name="problems"),
     path("problems/<id:problem_id>", judging_pages.problem_detail, name="problem"),
     path("submissions", judging_pages.my_submissions, name="my-submissions"),

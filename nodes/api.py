@@ -6,13 +6,13 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
-from judging.models import JudgeJob
 from kece.api import AdminView, iso, validated
 from kece.errors import Invalid, NotFound
 from kece.schema import errors
 from nodes import serializers as s
-from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
-from nodes.selectors import filter_nodes, nodes_with_running, pool_figures
+from nodes.models import DesiredState, JudgeHostGroup, ObservedState
+from nodes.api_checks import check_json
+from nodes.selectors import filter_nodes, node_audit, node_checks, node_errors, nodes_with_running, pool_figures
 from nodes.services import (
     host_group_create, host_group_update, node_issue_join_code, node_register, node_revoke, node_update,
 )
@@ -94,20 +94,13 @@ class JudgerDetailView(AdminView):
     def get(self, request, node_id: int):
         now = timezone.now()
         node = _node_or_404(node_id)
-        checks = [
-            {"id": c.pk, "kind": c.kind, "status": c.status, "items": c.items, "configRevision": c.config_revision,
-             "startedAt": iso(c.started_at), "finishedAt": iso(c.finished_at)}
-            for c in NodeCheck.objects.filter(node=node)[:10]
-        ]
-        errors = [
-            {"jobId": j.pk, "error": j.error, "message": j.error_message, "at": iso(j.updated_at)}
-            for j in JudgeJob.objects.filter(last_node_id=node.pk).exclude(error="")
-            .exclude(error__in=["superseded", "deleted", "released"]).order_by("-updated_at", "-id")[:20]
-        ]
+        checks = [check_json(c) for c in node_checks(node)]
+        errors = [{"jobId": j.pk, "error": j.error, "message": j.error_message, "at": iso(j.updated_at)}
+                  for j in node_errors(node)]
         audit = [
             {"id": a.pk, "actor": a.actor_name, "action": a.action, "before": a.before, "after": a.after,
              "revision": a.revision, "at": iso(a.created_at)}
-            for a in NodeAudit.objects.filter(node=node)[:50]
+            for a in node_audit(node)
         ]
         return Response({**_node_json(node, now), "checks": checks, "recentErrors": errors, "audit": audit})
 

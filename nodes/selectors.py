@@ -5,7 +5,7 @@ from django.db.models import Count, Min, Q
 from judging.models import JobState
 from judging.timing import offline_after
 from nodes.models import (
-    DesiredState, HostGroupStatus, JudgeNode, ObservedState, self_check_passed_for_current_config,
+    VERIFIED, DesiredState, HostGroupStatus, JudgeNode, ObservedState, self_check_passed_for_current_config,
 )
 
 
@@ -40,11 +40,15 @@ def observed_state(node, *, now) -> str:
     return ObservedState.READY
 
 
-def filter_nodes(queryset, *, pool=None, state=None, observed=None, now):
+def filter_nodes(queryset, *, pool=None, state=None, observed=None, host_group_id=None, name=None, now):
     if pool:
         queryset = queryset.filter(pool=pool)
     if state:
         queryset = queryset.filter(desired_state=state)
+    if host_group_id:
+        queryset = queryset.filter(host_group_id=host_group_id)
+    if name:
+        queryset = queryset.filter(name__icontains=name)
     nodes = list(queryset.select_related("host_group").order_by("pool", "name", "id"))
     if observed:
         nodes = [n for n in nodes if observed_state(n, now=now) == observed]
@@ -78,3 +82,44 @@ def pool_figures(*, now) -> list[dict]:
             "running": running.get(name, 0),
         })
     return figures
+
+
+def _offline(now) -> Q:
+    return Q(session_open=False) | Q(last_heartbeat_at__isnull=True) | Q(last_heartbeat_at__lt=now - offline_after())
+
+
+def pool_node_counts(*, now) -> dict[str, dict]:
+    """Per pool: nodes (not revoked), the slots of its ready nodes, and how many of its
+    enabled nodes are offline or unhealthy (`observed_state`'s rule as one query): the
+    console's strip and its navigation badge."""
+    from django.db.models import Sum
+    from judging.selectors import ready_nodes
+
+    unwell = Q(desired_state=DesiredState.ENABLED, host_group__status=HostGroupStatus.ACTIVE) & (
+        _offline(now) | Q(health_ok=False) | Q(quarantined_at__isnull=False) | ~VERIFIED)
+    counts = {row["pool"]: {"nodes": row["nodes"], "unwell": row["unwell"], "capacity": 0}
+              for row in JudgeNode.objects.filter(revoked_at__isnull=True).values("pool").annotate(
+                  nodes=Count("id"), unwell=Count("id", filter=unwell))}
+    for pool, capacity in ready_nodes(now=now).values_list("pool").annotate(n=Sum("max_slots")):
+        counts.setdefault(pool, {"nodes": 0, "unwell": 0, "capacity": 0})["capacity"] = capacity or 0
+    return counts
+
+
+def node_checks(node, limit: int = 10):
+    from nodes.models import NodeCheck
+
+    return NodeCheck.objects.filter(node=node)[:limit]
+
+
+def node_errors(node, limit: int = 20):
+    """The node's recent infrastructure errors (not the ordinary ends of a job's life)."""
+    from judging.models import JudgeJob
+
+    return (JudgeJob.objects.filter(last_node_id=node.pk).exclude(error="")
+            .exclude(error__in=["superseded", "deleted", "released"]).order_by("-updated_at", "-id")[:limit])
+
+
+def node_audit(node, limit: int = 50):
+    from nodes.models import NodeAudit
+
+    return NodeAudit.objects.filter(node=node)[:limit]

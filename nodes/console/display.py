@@ -1,0 +1,146 @@
+"""What the console shows, in words: states, ages, self-check verdicts, the strip's rows and
+the impact of an action — computed from the same figures as the admin API
+(`nodes.selectors.pool_figures`)."""
+
+from django.utils.translation import gettext as _, gettext_lazy, ngettext
+
+from nodes.checks import self_check_passed_for_current_config
+from nodes.models import CheckStatus, DesiredState, ObservedState
+from pools.registry import POOLS
+
+# observed state → (words, icon): never colour alone.
+OBSERVED_WORDS = {
+    ObservedState.READY: (gettext_lazy("Ready"), "ok"),
+    ObservedState.BUSY: (gettext_lazy("Busy"), "run"),
+    ObservedState.OFFLINE: (gettext_lazy("Offline"), "down"),
+    ObservedState.UNHEALTHY: (gettext_lazy("Unhealthy"), "down"),
+    ObservedState.DRAINING: (gettext_lazy("Draining"), "queue"),
+    ObservedState.DISABLED: (gettext_lazy("Disabled"), "unknown"),
+    ObservedState.UNVERIFIED: (gettext_lazy("Not verified"), "queue"),
+}
+CONFIG_WORDS = {
+    DesiredState.PENDING_VERIFICATION: gettext_lazy("Pending verification"),
+    DesiredState.ENABLED: gettext_lazy("Enabled"),
+    DesiredState.DRAINING: gettext_lazy("Draining"),
+    DesiredState.DISABLED: gettext_lazy("Disabled"),
+}
+
+
+def ago(moment, *, now) -> str:
+    if moment is None:
+        return _("never")
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 120:
+        return _("%(n)d s ago") % {"n": seconds}
+    if seconds < 7200:
+        return _("%(n)d min ago") % {"n": seconds // 60}
+    return _("%(n)d h ago") % {"n": seconds // 3600}
+
+
+def duration(seconds: int) -> str:
+    if seconds < 120:
+        return _("%(n)d s") % {"n": seconds}
+    if seconds < 7200:
+        return _("%(n)d min") % {"n": seconds // 60}
+    return _("%(n)d h") % {"n": seconds // 3600}
+
+
+def self_check_words(node, *, running: bool) -> tuple[str, str]:
+    """(words, icon) of the node's self-check as it speaks for the node now."""
+    if running:
+        return _("running"), "run"
+    if node.self_check_status == CheckStatus.PASSED:
+        if self_check_passed_for_current_config(node):
+            return _("passed for revision %(n)d") % {"n": node.self_check_revision}, "ok"
+        return _("out of date"), "unknown"
+    if node.self_check_status == CheckStatus.FAILED:
+        return _("failed"), "down"
+    return _("none"), "unknown"
+
+
+def reason(node, observed: str) -> str:
+    """Why a node is not taking work: the server's quarantine reason (what the node did),
+    else what its heartbeat and self-check say."""
+    if node.quarantined_at is not None:
+        return _("Quarantined by the server: %(reason)s") % {"reason": node.quarantine_reason}
+    if observed == ObservedState.OFFLINE:
+        return _("No session or no fresh heartbeat.") if node.session_open else _("The agent closed its session.")
+    if observed == ObservedState.UNHEALTHY:
+        if not node.health_ok:
+            failing = sorted(name for name, ok in (node.health_checks or {}).items() if not ok)
+            return (_("Its own health check fails: %(checks)s.") % {"checks": ", ".join(failing)} if failing
+                    else _("Its own health check fails."))
+        return _("No passing self-check for what it runs now.")
+    return ""
+
+
+def node_row(node, *, now, running_check: bool, host_group_name: str) -> dict:
+    from nodes.selectors import observed_state
+
+    observed = observed_state(node, now=now)
+    words, icon = OBSERVED_WORDS[observed]
+    check_words, check_icon = self_check_words(node, running=running_check)
+    return {
+        "node": node, "observed": observed, "observed_words": words, "observed_icon": icon,
+        "config_words": CONFIG_WORDS.get(node.desired_state, node.desired_state), "running": node.running,
+        "heartbeat_ago": ago(node.last_heartbeat_at, now=now), "check_words": check_words, "check_icon": check_icon,
+        "reason": reason(node, observed), "pool_label": POOLS[node.pool].label, "host_group": host_group_name,
+    }
+
+
+def strip_rows(figures: list[dict], counts: dict[str, dict]) -> list[dict]:
+    rows = []
+    for row in figures:
+        extra = counts.get(row["pool"], {"nodes": 0, "unwell": 0, "capacity": 0})
+        label = POOLS[row["pool"]].label
+        alarm = ""
+        if row["pending"] and not row["readyNodes"]:
+            alarm = ngettext("%(pool)s: %(n)d waiting, no judge can take it",
+                             "%(pool)s: %(n)d waiting, no judge can take them", row["pending"]) % {
+                "pool": label, "n": row["pending"]}
+        rows.append({**row, **extra, "label": label, "alarm": alarm,
+                     "oldest_wait": duration(row["oldestWaitSeconds"]) if row["pending"] else "—"})
+    return rows
+
+
+def _ready_clause(pool_label: str, ready_after: int) -> str:
+    if ready_after == 0:
+        return _("leaves %(pool)s with no ready node") % {"pool": pool_label}
+    return ngettext("leaves %(pool)s with %(n)d ready node", "leaves %(pool)s with %(n)d ready nodes",
+                    ready_after) % {"pool": pool_label, "n": ready_after}
+
+
+def impact(action: str, *, node, figures: dict, counts_ready: bool) -> str:
+    """What the action does to the pool, in one sentence: "Draining python-2 leaves python
+    with 1 ready node; its 3 running jobs will finish"."""
+    label = POOLS[node.pool].label
+    ready_after = figures["readyNodes"] - (1 if counts_ready else 0)
+    waiting = figures["pending"]
+    running = node.running
+    names = {"drain": _("Draining %(node)s"), "disable": _("Disabling %(node)s"), "revoke": _("Revoking %(node)s")}
+    if action in names:
+        parts = [names[action] % {"node": node.name} + " " + _ready_clause(label, ready_after)]
+        if running:
+            parts.append(ngettext("its %(n)d running job goes back to the queue",
+                                  "its %(n)d running jobs go back to the queue", running) % {"n": running}
+                         if action == "revoke" else
+                         ngettext("its %(n)d running job will finish", "its %(n)d running jobs will finish",
+                                  running) % {"n": running})
+        if ready_after == 0 and waiting:
+            parts.append(ngettext("%(n)d waiting submission will wait", "%(n)d waiting submissions will wait",
+                                  waiting) % {"n": waiting})
+        return "; ".join(parts) + "."
+    if action == "enable":
+        after = figures["readyNodes"] + (0 if counts_ready else 1)
+        return ngettext("Enabling %(node)s gives %(pool)s %(n)d ready node.",
+                        "Enabling %(node)s gives %(pool)s %(n)d ready nodes.", after) % {
+            "node": node.name, "pool": label, "n": after}
+    if action == "check":
+        return _("Runs the connectivity check, then a self-check inside %(node)s's own slots; "
+                 "it keeps its current verdict meanwhile.") % {"node": node.name}
+    if action == "rotate":
+        return _("Issues a new join code; the current credential keeps working until the agent joins with it.")
+    if action == "edit":
+        return _("A new base URL sends %(node)s back to verification: it takes no work until its checks pass "
+                 "and it is enabled again.") % {"node": node.name}
+    return ""

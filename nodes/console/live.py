@@ -1,0 +1,105 @@
+"""Live updates of the console: which pools changed, told to the open pages.
+
+A periodic step (`publish_step`, every `KECE_CONSOLE_PUBLISH_MS`) reads the same figures as
+the strip and the table, reduces them to one small digest per pool and publishes the pools
+whose digest changed since the last step. Nothing on the node hot path publishes: a claim,
+a renew or a result changes the figures, and the next step notices. A heartbeat that
+changes nothing (only its time) changes no digest, so it publishes nothing. The console's
+own writes add a hint right after their service committed (`hint`).
+
+Messages are hints like the wake-ups: the page re-fetches its parts from the database, and
+a lost message only delays that until the next one or the page's fallback refresh.
+"""
+
+import asyncio
+import hashlib
+import json
+import logging
+
+from asgiref.sync import async_to_sync
+from django.core.cache import cache
+from django.utils import timezone
+
+logger = logging.getLogger("kece.console")
+
+GROUP = "judgers-console"
+DIGEST_KEY = "console:pool-digests"
+# A pool's figures that a page shows as they change (not the oldest wait, which grows every
+# second: the page's slow refresh shows it).
+FIGURE_FIELDS = ("pending", "claimable", "backoff", "readyNodes", "running")
+
+# The in-memory layer's queues belong to the event loop of the web process's consumers;
+# a publish from another thread (the in-process scheduler) must be handed to that loop.
+_consumer_loop: asyncio.AbstractEventLoop | None = None
+
+
+def remember_consumer_loop(loop) -> None:
+    global _consumer_loop
+    _consumer_loop = loop
+
+
+def pool_digests(*, now) -> dict[str, str]:
+    """One digest per pool over what the console shows live: the pool's figures, each of its
+    nodes' observed state, running count, configuration and self-check, and its checks in
+    progress (their items as they arrive)."""
+    from nodes.models import NodeCheck
+    from nodes.selectors import nodes_with_running, observed_state, pool_figures
+    from pools.registry import POOLS
+
+    parts = {row["pool"]: [[row[f] for f in FIGURE_FIELDS]] for row in pool_figures(now=now)}
+    for node in nodes_with_running().select_related("host_group").order_by("id"):
+        parts[node.pool].append([
+            node.pk, observed_state(node, now=now), node.running, node.revision, node.desired_state,
+            node.session_epoch, node.self_check_status, node.self_check_revision, node.agent_version,
+            node.runtime_spec])
+    for pool, node_id, items in NodeCheck.objects.filter(status=NodeCheck.Status.RUNNING).values_list(
+            "node__pool", "node_id", "items"):
+        parts[pool].append(["check", node_id, len(items or [])])
+    return {pool: hashlib.sha256(json.dumps(parts.get(pool, []), default=str).encode()).hexdigest()[:16]
+            for pool in POOLS}
+
+
+def changed_pools(before: dict, after: dict) -> list[str]:
+    return sorted(pool for pool, digest in after.items() if before.get(pool) != digest)
+
+
+def publish_step(now=None) -> list[str]:
+    """Compare the digests with the last step's (shared through the cache, so the step may
+    run in any one process) and publish the pools that changed."""
+    digests = pool_digests(now=now or timezone.now())
+    before = cache.get(DIGEST_KEY) or {}
+    cache.set(DIGEST_KEY, digests, timeout=None)
+    changed = changed_pools(before, digests) if before else []
+    if changed:
+        publish(changed)
+    return changed
+
+
+def publish(pools: list[str]) -> None:
+    """Best effort: a page that misses a message catches up on its next refresh."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    message = {"type": "fleet.changed", "pools": list(pools)}
+    try:
+        layer = get_channel_layer()
+        if isinstance(layer, InMemoryChannelLayer):
+            loop = _consumer_loop
+            if loop is None or loop.is_closed():
+                return  # no page has connected to this process
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                loop.create_task(layer.group_send(GROUP, message))
+            else:
+                asyncio.run_coroutine_threadsafe(layer.group_send(GROUP, message), loop)
+            return
+        async_to_sync(layer.group_send)(GROUP, message)
+    except Exception as exc:
+        logger.warning("console publish failed", extra={"pools": ",".join(pools), "error": str(exc)})
+
+
+def hint(pool: str) -> None:
+    """After a console write has committed: tell the pages now rather than at the next step."""
+    publish([pool])

@@ -1,0 +1,391 @@
+"""The operators' console at `/admin/judgers`: thin views over the admin API's services and
+reads (`nodes.services`, `nodes.checks`, `nodes.selectors`) — no second way to register,
+check, enable, drain, disable, revoke, rotate or edit a node.
+
+Parts of a page that change live are fragments of the same views (asked for with htmx's
+`HX-Request` header); the live channel (`nodes.console.consumers`) tells the page when to
+fetch them again.
+"""
+
+import functools
+from urllib.parse import urlsplit
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from judging.models import JobState, JudgeJob
+from judging.selectors import ready_nodes
+from judging.timing import offline_after
+from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
+from kece.permissions import can_manage_judgers
+from nodes.checks import node_check_start
+from nodes.console import display, live
+from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
+from nodes.selectors import (
+    filter_nodes, node_audit, node_checks, node_errors, nodes_with_running, pool_figures, pool_node_counts,
+)
+from nodes.services import (
+    MAX_SLOTS_LIMIT, host_group_create, host_group_update, node_issue_join_code, node_register, node_revoke,
+    node_update,
+)
+from pools.registry import POOLS
+
+PAGE_SIZE = 50
+# Items of a check that come from the connectivity probe; the rest are the self-check's.
+CONNECTIVITY_ITEMS = {"connectivity", "tls", "identity", "pool", "protocol", "runtime"}
+ACTIONS = ("check", "enable", "drain", "disable", "revoke", "rotate", "edit")
+STATE_OF_ACTION = {"enable": DesiredState.ENABLED, "drain": DesiredState.DRAINING, "disable": DesiredState.DISABLED}
+
+
+def admins_only(view):
+    """Anonymous → the login page; signed in without `nodes.manage_judgers` → the 403 page."""
+    @functools.wraps(view)
+    def guarded(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not can_manage_judgers(request.user):
+            raise PermissionDenied
+        response = view(request, *args, **kwargs)
+        response["Cache-Control"] = "no-store"  # live figures, and a join code shown once
+        return response
+    return guarded
+
+
+def _fragment(request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _node(node_id: int):
+    node = nodes_with_running().select_related("host_group").filter(pk=node_id).first()
+    if node is None:
+        raise Http404
+    return node
+
+
+def _figures(now) -> dict[str, dict]:
+    return {row["pool"]: row for row in pool_figures(now=now)}
+
+
+def _counts_ready(node, *, now) -> bool:
+    return ready_nodes(now=now).filter(pk=node.pk).exists()
+
+
+def _refusal(exc: DomainError, *, node=None) -> str:
+    """A service's refusal as a sentence an operator can act on."""
+    name = node.name if node is not None else ""
+    if isinstance(exc, RevisionConflict) and node is not None:
+        last = NodeAudit.objects.filter(node=node).order_by("-created_at", "-id").first()
+        if last is not None:
+            return _("%(node)s was changed by %(who)s at %(time)s UTC — reload to see the change.") % {
+                "node": name, "who": last.actor_name or _("the system"),
+                "time": timezone.localtime(last.created_at).strftime("%H:%M")}
+        return _("%(node)s was changed meanwhile — reload to see the change.") % {"node": name}
+    if isinstance(exc, NotVerified):
+        return _("%(node)s cannot be enabled yet: it needs a fresh heartbeat and a passing self-check for "
+                 "its current configuration.") % {"node": name}
+    if isinstance(exc, Busy):
+        return _("A check is already running for %(node)s.") % {"node": name}
+    if isinstance(exc, Invalid):
+        fields = exc.fields or {}
+        if "already taken" in sum(fields.values(), []):
+            return _("That name is already taken.")
+        if "maxSlots" in fields:
+            return _("Max slots must be a whole number from 1 to %(n)d.") % {"n": MAX_SLOTS_LIMIT}
+        if "hostGroupId" in fields:
+            return _("Choose one of the host groups.")
+        if "pool" in fields:
+            return _("Choose one of the pools.")
+        if "baseUrl" in fields:
+            return _("The base URL was refused: %(reason)s") % {"reason": exc.detail}
+        if "name" in fields:
+            return _("The name must be 1 to 100 characters.")
+    return _("That was refused: %(reason)s") % {"reason": exc.detail}
+
+
+# --- the fleet -------------------------------------------------------------------------------
+
+def _filters(request) -> dict:
+    query = request.GET
+    group = query.get("group", "")
+    return {
+        "pool": query.get("pool", "") if query.get("pool", "") in POOLS else "",
+        "state": query.get("state", "") if query.get("state", "") in DesiredState.values else "",
+        "observed": query.get("observed", "") if query.get("observed", "") in ObservedState.values else "",
+        "group": int(group) if group.isdigit() else None,
+        "q": query.get("q", "").strip()[:100],
+    }
+
+
+def _rows(nodes, *, now) -> list[dict]:
+    checking = set(NodeCheck.objects.filter(node_id__in=[n.pk for n in nodes], status=NodeCheck.Status.RUNNING)
+                   .values_list("node_id", flat=True))
+    return [display.node_row(n, now=now, running_check=n.pk in checking, host_group_name=n.host_group.name)
+            for n in nodes]
+
+
+@require_GET
+@admins_only
+def fleet(request):
+    now = timezone.now()
+    chosen = _filters(request)
+    nodes = filter_nodes(nodes_with_running(), pool=chosen["pool"], state=chosen["state"],
+                         observed=chosen["observed"], host_group_id=chosen["group"], name=chosen["q"], now=now)
+    page = Paginator(nodes, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "strip": display.strip_rows(pool_figures(now=now), pool_node_counts(now=now)),
+        "rows": _rows(list(page), now=now), "page": page, "chosen": chosen, "query": query.urlencode(),
+        "pools": [(name, pool.label) for name, pool in POOLS.items()],
+        "states": list(display.CONFIG_WORDS.items()), "observed_states": [
+            (state, words) for state, (words, _icon) in display.OBSERVED_WORDS.items()],
+        "groups": JudgeHostGroup.objects.order_by("name", "id"), "now": now,
+    }
+    return render(request, "nodes/console/_fleet.html" if _fragment(request) else "nodes/console/fleet.html",
+                  context)
+
+
+# --- one node --------------------------------------------------------------------------------
+
+def _check_parts(check) -> dict:
+    items = check.items or []
+    return {"check": check, "connectivity": [i for i in items if i.get("name") in CONNECTIVITY_ITEMS],
+            "self_check": [i for i in items if i.get("name") not in CONNECTIVITY_ITEMS]}
+
+
+def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
+    """The audit (who, what, before → after) and what the system did, newest first."""
+    entries = []
+    for entry in audit:
+        changed = sorted(k for k in set(entry.before) | set(entry.after)
+                         if entry.before.get(k) != entry.after.get(k) and entry.before)
+        entries.append({"at": entry.created_at, "who": entry.actor_name or _("the system"), "what": entry.action,
+                        "changes": [(k, entry.before.get(k), entry.after.get(k)) for k in changed],
+                        "reason": entry.after.get("reason", "")})
+    for check in checks:
+        if check.finished_at is not None:
+            failed = [i["name"] for i in check.items or [] if not i.get("ok")]
+            entries.append({"at": check.finished_at, "who": _("the system"), "what": _("check %(status)s") % {
+                "status": check.status.lower()}, "changes": [], "reason": ", ".join(failed)})
+    for job in errors:
+        what = _("session replaced") if job.error == "session_replaced" else job.error
+        entries.append({"at": job.updated_at, "who": _("the system"), "what": what, "changes": [],
+                        "reason": _("job %(job)d") % {"job": job.pk}})
+    if observed == ObservedState.OFFLINE and node.last_heartbeat_at is not None:
+        # Not recorded as an event: derived from the last heartbeat the server received.
+        entries.append({"at": node.last_heartbeat_at + offline_after(), "who": _("the system"),
+                        "what": _("went offline"), "changes": [], "reason": display.reason(node, observed)})
+    return sorted(entries, key=lambda e: e["at"], reverse=True)
+
+
+def _held_jobs(node, *, now) -> list[dict]:
+    jobs = JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING).order_by("started_at", "id")
+    return [{"job": job, "since": display.ago(job.started_at, now=now),
+             "lease_left": display.duration(max(0, int((job.lease_until - now).total_seconds())))
+             if job.lease_until else "—"} for job in jobs]
+
+
+def _detail_context(node, *, now) -> dict:
+    checks = list(node_checks(node))
+    errors = list(node_errors(node))
+    row = display.node_row(node, now=now, running_check=any(c.status == NodeCheck.Status.RUNNING for c in checks),
+                           host_group_name=node.host_group.name)
+    return {"row": row, "node": node, "checks": [_check_parts(c) for c in checks], "errors": errors,
+            "jobs": _held_jobs(node, now=now), "now": now,
+            "timeline": _timeline(node, observed=row["observed"], checks=checks, errors=errors,
+                                  audit=list(node_audit(node)))}
+
+
+@require_GET
+@admins_only
+def node_detail(request, node_id: int):
+    now = timezone.now()
+    context = _detail_context(_node(node_id), now=now)
+    return render(request, "nodes/console/_node_live.html" if _fragment(request) else "nodes/console/node.html",
+                  context)
+
+
+# --- registration and joining -------------------------------------------------------------------
+
+def _join_code_key(node_id: int) -> str:
+    return f"console-join-code-{node_id}"
+
+
+def _show_code_once(request, node_id: int, issued) -> None:
+    # Kept in the session only until the join page shows it: that page takes it out, so a
+    # reload or the back button finds nothing to show.
+    request.session[_join_code_key(node_id)] = {"code": issued.code, "expiresAt": issued.expires_at.isoformat()}
+
+
+def _register_context(**extra) -> dict:
+    return {"pools": [(name, pool.label) for name, pool in POOLS.items()],
+            "groups": JudgeHostGroup.objects.order_by("name", "id"), "max_slots_limit": MAX_SLOTS_LIMIT, **extra}
+
+
+@require_http_methods(["GET", "POST"])
+@admins_only
+def register(request):
+    if request.method == "GET":
+        return render(request, "nodes/console/register.html", _register_context(form={}))
+    form = {k: request.POST.get(k, "").strip() for k in ("name", "pool", "base_url", "host_group", "max_slots")}
+    try:
+        slots = int(form["max_slots"]) if form["max_slots"].isdigit() else None
+        group = int(form["host_group"]) if form["host_group"].isdigit() else None
+        node, issued = node_register(name=form["name"], pool=form["pool"], base_url=form["base_url"],
+                                     host_group_id=group, max_slots=slots, actor=request.user, now=timezone.now())
+    except Invalid as exc:
+        return render(request, "nodes/console/register.html",
+                      _register_context(form=form, error=_refusal(exc)), status=400)
+    _show_code_once(request, node.pk, issued)
+    live.hint(node.pool)
+    return redirect("console-join", node_id=node.pk)
+
+
+def _progress_context(node, *, now) -> dict:
+    check = NodeCheck.objects.filter(node=node).first()
+    row = display.node_row(node, now=now, running_check=check is not None and check.status == NodeCheck.Status.RUNNING,
+                           host_group_name=node.host_group.name)
+    return {"node": node, "row": row, "joined": node.session_epoch > 0 and node.last_heartbeat_at is not None,
+            "check": _check_parts(check) if check else None, "now": now,
+            "can_enable": node.desired_state != DesiredState.ENABLED and row["check_icon"] == "ok"}
+
+
+@require_GET
+@admins_only
+def join(request, node_id: int):
+    now = timezone.now()
+    node = _node(node_id)
+    context = _progress_context(node, now=now)
+    if _fragment(request):
+        return render(request, "nodes/console/_join_progress.html", context)
+    shown = request.session.pop(_join_code_key(node.pk), None)
+    context["code"] = shown["code"] if shown else ""
+    context["expires_at"] = parse_datetime(shown["expiresAt"]) if shown else None
+    context["control_url"] = request.build_absolute_uri("/").rstrip("/")
+    context["health_port"] = urlsplit(node.base_url).port or 443
+    return render(request, "nodes/console/join.html", context)
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+def _action_context(node, action: str, *, now, **extra) -> dict:
+    figures = _figures(now)[node.pool]
+    return {"node": node, "action": action, "row": display.node_row(node, now=now, running_check=False,
+                                                                    host_group_name=node.host_group.name),
+            "impact": display.impact(action, node=node, figures=figures, counts_ready=_counts_ready(node, now=now)),
+            "groups": JudgeHostGroup.objects.order_by("name", "id"), "form": {}, **extra}
+
+
+def _edit_changes(post) -> dict:
+    changes = {}
+    if post.get("name", "").strip():
+        changes["name"] = post["name"].strip()
+    if post.get("max_slots", "").strip():
+        value = post["max_slots"].strip()
+        changes["max_slots"] = int(value) if value.isdigit() else value
+    if post.get("base_url", "").strip():
+        changes["base_url"] = post["base_url"].strip()
+    if post.get("host_group", "").strip().isdigit():
+        changes["host_group_id"] = int(post["host_group"])
+    return changes
+
+
+def _perform(request, node, action: str, *, now):
+    """Do the action through its service; a redirect to follow, or None after a join code was
+    issued (the join page shows it)."""
+    revision = int(request.POST["revision"]) if request.POST.get("revision", "").isdigit() else -1
+    if action == "check":
+        node_check_start(node_id=node.pk, actor=request.user, now=now)
+    elif action in STATE_OF_ACTION:
+        node_update(node_id=node.pk, revision=revision, changes={"desired_state": STATE_OF_ACTION[action]},
+                    actor=request.user, now=now)
+    elif action == "edit":
+        node_update(node_id=node.pk, revision=revision, changes=_edit_changes(request.POST), actor=request.user,
+                    now=now)
+    elif action == "revoke":
+        node_revoke(node_id=node.pk, reason=request.POST.get("reason", "").strip(), actor=request.user, now=now)
+    elif action == "rotate":
+        issued = node_issue_join_code(node_id=node.pk, actor=request.user, now=now, action="rotate")
+        _show_code_once(request, node.pk, issued)
+        return reverse("console-join", kwargs={"node_id": node.pk})
+    return request.POST.get("next") if request.POST.get("next", "").startswith("/admin/judgers") else \
+        reverse("console-node", kwargs={"node_id": node.pk})
+
+
+@require_http_methods(["GET", "POST"])
+@admins_only
+def act(request, node_id: int, action: str):
+    if action not in ACTIONS:
+        raise Http404
+    now = timezone.now()
+    node = _node(node_id)
+    if request.method == "GET":
+        return render(request, "nodes/console/confirm.html", _action_context(node, action, now=now))
+    if action == "revoke" and not request.POST.get("reason", "").strip():
+        return render(request, "nodes/console/confirm.html", _action_context(
+            node, action, now=now, error=_("Say why %(node)s is revoked: the reason is required.") % {
+                "node": node.name}), status=400)
+    try:
+        target = _perform(request, node, action, now=now)
+    except NotFound:
+        raise Http404 from None
+    except DomainError as exc:
+        return render(request, "nodes/console/confirm.html", _action_context(
+            node, action, now=now, error=_refusal(exc, node=node), form=request.POST), status=409
+            if isinstance(exc, (RevisionConflict, Busy)) else 400)
+    live.hint(node.pool)
+    return redirect(target)
+
+
+# --- host groups -------------------------------------------------------------------------------
+
+@require_http_methods(["GET", "POST"])
+@admins_only
+def host_groups(request):
+    error, form, status = "", {}, 200
+    if request.method == "POST":
+        form = {k: request.POST.get(k, "").strip() for k in ("name", "host_id", "total_slots")}
+        slots = int(form["total_slots"]) if form["total_slots"].isdigit() else None
+        try:
+            host_group_create(name=form["name"], host_id=form["host_id"], total_slots=slots, actor=request.user)
+            return redirect("console-host-groups")
+        except Invalid as exc:
+            error, status = _group_refusal(exc), 400
+    return render(request, "nodes/console/host_groups.html",
+                  {"groups": JudgeHostGroup.objects.order_by("name", "id"), "error": error, "form": form},
+                  status=status)
+
+
+def _group_refusal(exc: DomainError) -> str:
+    if isinstance(exc, RevisionConflict):
+        return _("The host group was changed meanwhile — reload to see the change.")
+    fields = exc.fields or {} if isinstance(exc, Invalid) else {}
+    if "totalSlots" in fields:
+        return _("Total slots must be a whole number from 1 to 4096.")
+    if "hostId" in fields:
+        return _("The host id must be 1 to 200 characters.")
+    return _refusal(exc)
+
+
+@require_POST
+@admins_only
+def host_group_edit(request, group_id: int):
+    revision = int(request.POST["revision"]) if request.POST.get("revision", "").isdigit() else -1
+    slots = request.POST.get("total_slots", "").strip()
+    try:
+        host_group_update(group_id=group_id, revision=revision,
+                          changes={"total_slots": int(slots) if slots.isdigit() else None}, actor=request.user)
+    except NotFound:
+        raise Http404 from None
+    except DomainError as exc:
+        return render(request, "nodes/console/host_groups.html",
+                      {"groups": JudgeHostGroup.objects.order_by("name", "id"), "error": _group_refusal(exc),
+                       "form": {}}, status=409 if isinstance(exc, RevisionConflict) else 400)
+    return redirect("console-host-groups")

@@ -1,0 +1,53 @@
+// The console's live channel: the server says which pools changed, the page re-fetches its
+// parts (elements with hx-trigger="judgers-changed from:body"). While the socket is down the
+// page says so and its parts refresh every 10 s on their own (window.keceLive is false).
+(function () {
+  "use strict";
+  var status = document.getElementById("live-status");
+  if (!status || window.keceConsole) { return; }
+  window.keceConsole = true;
+  var delay = 1000;
+
+  function show(live) {
+    var wasLive = window.keceLive === true;
+    window.keceLive = live;
+    status.className = "live-status " + (live ? "is-live" : "is-down");
+    status.querySelector(".icon").className = "icon " + (live ? "icon-ok" : "icon-queue");
+    status.querySelector(".words").textContent = status.getAttribute(live ? "data-live" : "data-reconnecting");
+    if (live && !wasLive) { refresh(); }  // catch up on what changed while it was down
+  }
+  function refresh() { if (window.htmx) { htmx.trigger(document.body, "judgers-changed"); } }
+
+  function connect() {
+    var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/admin/judgers");
+    socket.onmessage = function (event) {
+      var message = JSON.parse(event.data);
+      if (message.type === "live") { delay = 1000; show(true); }
+      else if (message.type === "changed") { refresh(); }
+    };
+    socket.onclose = function () {
+      show(false);
+      window.setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 10000);
+    };
+  }
+  window.keceLive = false;
+  connect();
+
+  // The join code: copy button and its expiry counting down.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) { return; }
+    var text = document.getElementById(button.getAttribute("data-copy")).textContent;
+    navigator.clipboard.writeText(text).then(function () { button.textContent = button.getAttribute("data-copied"); });
+  });
+  var countdowns = document.querySelectorAll("[data-countdown]");
+  function tick() {
+    for (var i = 0; i < countdowns.length; i++) {
+      var left = Math.floor((Date.parse(countdowns[i].getAttribute("data-countdown")) - Date.now()) / 1000);
+      countdowns[i].textContent = left <= 0 ? countdowns[i].getAttribute("data-expired")
+        : Math.floor(left / 60) + ":" + ("0" + (left % 60)).slice(-2);
+    }
+  }
+  if (countdowns.length) { tick(); window.setInterval(tick, 1000); }
+})();

@@ -1,0 +1,170 @@
+"""The operators' console in a real browser against the real server and a real python agent:
+an admin registers a node through the form, starts the agent with the join code the page
+shows once, watches it join, checks it, enables it, sees a submission run on it and drains
+it — all without reloading; a teacher gets 403, an anonymous visitor the login page, and
+the Chinese page has Chinese labels."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from judging.models import Submission
+from judging.services.problems import problem_import
+from judging.services.submit import submission_submit
+from nodes.models import DesiredState, JudgeNode
+from tests.agents import private_dir
+from tests.browser import chromium, new_page, screenshot, sign_in  # noqa: F401 (fixture)
+from tests.e2e.conftest import Agents, need_pool, start_server, wait_for
+from tests.e2e.test_pages_browser import PASSWORD, person
+from tests.factories import HostGroupFactory
+from tests.live import free_port
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+# A slow solution (a second per case), so that the admin sees it running.
+SLOW = "import time\ntime.sleep(1)\n" + (SAMPLES / "aplusb" / "solutions" / "ac.py").read_text()
+
+
+@pytest.fixture
+def console_server(tls, tmp_path):
+    # The test-only loopback allowance is not the default: the node's address is approved
+    # explicitly, as an operator would.
+    live = start_server(tls, tmp_path, KECE_PROBE_ALLOWED_NETWORKS="127.0.0.0/8")
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def fleet(console_server, tls, settings):
+    settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (1024, 65535)]
+    settings.KECE_PROBE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    agents = Agents(console_server, tls)
+    yield agents
+    agents.stop()
+
+
+def admin_person(username="alice"):
+    user = person(username)
+    user.user_permissions.add(Permission.objects.get(codename="manage_judgers", content_type__app_label="nodes"))
+    return user
+
+
+def _wait_text(page, selector: str, text: str, timeout: float = 60000):
+    page.locator(selector, has_text=text).first.wait_for(timeout=timeout)
+
+
+def test_an_admin_registers_watches_the_node_join_checks_enables_and_drains_it(fleet, chromium):
+    need_pool("python")
+    admin_person()
+    group = HostGroupFactory(name="rack-1", total_slots=8)
+    base = fleet.server.url
+    port = free_port()
+    page = new_page(chromium)
+    sign_in(page, base, "alice", PASSWORD, "/admin/judgers/register")
+
+    page.get_by_label("Name", exact=True).fill("python-1")
+    page.get_by_label("Pool", exact=True).select_option("python")
+    page.get_by_label("Base URL", exact=True).fill(f"https://127.0.0.1:{port}")
+    page.get_by_label("Host group", exact=True).select_option(str(group.pk))
+    page.get_by_label("Max slots", exact=True).fill("1")
+    page.get_by_role("button", name="Register", exact=True).click()
+    page.wait_for_url(re.compile(r"/admin/judgers/\d+/join$"))
+    code = page.locator("#join-code").inner_text().strip()
+    assert "JUDGE_POOL=python" in page.locator("#agent-env").inner_text()
+    _wait_text(page, "#live-status", "Live", 10000)
+    screenshot(page, "console-join-waiting-1280-en")
+    page.evaluate("window.__notReloaded = true")
+
+    # The agent starts with the code the page showed, as an operator would paste it.
+    node = JudgeNode.objects.get(name="python-1")
+    secrets = private_dir("kece-e2e-cred-", 0o700)
+    fleet.folders.append(secrets)
+    credential = secrets / "credential"
+    credential.write_text(code + "\n")
+    os.chmod(credential, 0o600)
+    node.port, node.credential_file = port, credential
+    agent = fleet.start(node, slots=1, wait_joined=False)
+    _wait_text(page, "#join-progress [data-step=join]", "Joined: agent")
+
+    page.get_by_role("button", name="Run checks", exact=True).click()
+    page.wait_for_url(re.compile(r"/admin/judgers/\d+/join$"))
+    _wait_text(page, "#join-progress [data-step=self-check]", "Self-check passed", 90000)
+    assert "Connectivity ok" in page.locator("#join-progress").inner_text()
+    assert page.locator("#join-progress .check-items tbody tr").count() >= 5
+    screenshot(page, "console-join-checked-1280-en")
+    page.set_viewport_size({"width": 390, "height": 900})
+    screenshot(page, "console-join-checked-390-en")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.get_by_role("button", name="Enable", exact=True).click()
+    page.wait_for_url(re.compile(r"/admin/judgers/\d+$"))
+    assert "Enabled" in page.locator("#node-live .config").inner_text()
+
+    page.goto(base + "/admin/judgers")
+    _wait_text(page, "#live-status", "Live", 10000)
+    row = page.locator("tr[data-node='python-1']")
+    _wait_text(page, "tr[data-node='python-1'] .observed", "Ready", 30000)
+    page.evaluate("window.__notReloaded = true")
+    problem, _ = problem_import(SAMPLES / "aplusb")
+    submission = submission_submit(user=person("bob"), problem_id=problem.pk, language="python", code=SLOW)
+    _wait_text(page, "tr[data-node='python-1'] .running", "1 / 1", 30000)
+    assert "1 / 1" in page.locator("li[data-pool='python'] .running-capacity").inner_text()
+    screenshot(page, "console-fleet-running-1280-en")
+    page.set_viewport_size({"width": 390, "height": 900})
+    screenshot(page, "console-fleet-running-390-en")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    wait_for(lambda: Submission.objects.get(pk=submission.pk).verdict == "AC", 60, "the slow submission judged",
+             agent)
+    _wait_text(page, "tr[data-node='python-1'] .running", "0 / 1", 30000)
+    assert page.evaluate("window.__notReloaded === true")  # all of it arrived without a reload
+
+    row.locator("summary").click()
+    row.get_by_role("link", name="Drain", exact=True).click()
+    assert "Draining python-1 leaves Python with no ready node." in page.locator(".impact").inner_text()
+    screenshot(page, "console-confirm-drain-1280-en")
+    page.get_by_role("button", name="Drain", exact=True).click()
+    page.wait_for_url(re.compile(r"/admin/judgers/\d+$"))
+    assert "Draining" in page.locator("#node-live .observed").inner_text()
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.DRAINING
+    screenshot(page, "console-node-drained-1280-en")
+    page.set_viewport_size({"width": 390, "height": 900})
+    screenshot(page, "console-node-drained-390-en")
+
+    # Coming back to the join page never shows the code again.
+    page.goto(f"{base}/admin/judgers/{node.pk}/join")
+    assert code not in page.content()
+    page.context.close()
+
+    chinese = new_page(chromium, language="zh-CN")
+    chinese.goto(f"{base}/accounts/login/?next=/admin/judgers")
+    chinese.get_by_label("用户名").fill("alice")
+    chinese.get_by_label("密码").fill(PASSWORD)
+    chinese.get_by_role("button", name="登录").click()
+    chinese.wait_for_url(f"{base}/admin/judgers")
+    text = chinese.locator("main").inner_text()
+    assert "评测节点" in text and "观测状态" in text and "排空中" in text
+    screenshot(chinese, "console-fleet-1280-zh")
+    chinese.set_viewport_size({"width": 390, "height": 900})
+    screenshot(chinese, "console-fleet-390-zh")
+    chinese.context.close()
+
+
+def test_a_teacher_gets_403_and_an_anonymous_visitor_is_sent_to_sign_in(console_server, chromium):
+    base = console_server.url
+    teacher = person("tess")
+    teacher.is_staff = True
+    teacher.save()
+    page = new_page(chromium)
+    response = page.goto(base + "/admin/judgers")
+    assert page.url.startswith(base + "/accounts/login/?next=/admin/judgers") and response.status == 200
+    sign_in(page, base, "tess", PASSWORD, "/problems")
+    response = page.goto(base + "/admin/judgers")
+    assert response.status == 403 and "Your account may not open this page." in page.content()
+    assert page.locator("#nav-judgers").count() == 0
+    screenshot(page, "console-403-1280-en")
+    page.context.close()

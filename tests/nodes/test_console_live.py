@@ -1,0 +1,146 @@
+"""The console's live channel: who may open it, what is published, and that a burst of
+changes reaches a page as one message."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.test import Client
+from django.utils import timezone
+
+from judging.models import JudgeJob
+from kece.asgi import application
+from nodes.console import live
+from nodes.models import JudgeNode
+from nodes.services import AgentReport, HeartbeatReport, node_heartbeat
+from tests.api.helpers import make_admin, make_teacher
+from tests.factories import make_node
+from tests.judging.helpers import claim, submit
+
+PATH = "/ws/admin/judgers"
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def _cookie(user) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    return b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}".encode()
+
+
+def _socket(*headers):
+    return WebsocketCommunicator(application, PATH, headers=[(b"host", b"127.0.0.1"), *headers])
+
+
+@pytest.fixture
+def memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("who", ["anonymous", "teacher"])
+def test_a_non_admin_is_refused(who, memory_layer):
+    headers = [ORIGIN] if who == "anonymous" else [ORIGIN, _cookie(make_teacher())]
+
+    async def scenario():
+        socket = _socket(*headers)
+        connected, code = await socket.connect()
+        await socket.disconnect()
+        return connected, code
+
+    connected, code = async_to_sync(scenario)()
+    assert not connected and code == 4403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_sites_page_cannot_open_it_with_an_admins_cookie(memory_layer):
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket((b"origin", b"https://evil.example"), cookie)
+        connected, _ = await socket.connect()
+        await socket.disconnect()
+        return connected
+
+    assert async_to_sync(scenario)() is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_changes_reaches_an_admin_as_one_coalesced_message(memory_layer, settings):
+    settings.KECE_CONSOLE_PUBLISH_MS = 1000
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket(ORIGIN, cookie)
+        connected, _ = await socket.connect()
+        assert connected
+        assert await socket.receive_json_from() == {"type": "live"}
+        layer = get_channel_layer()
+        # The first change goes out at once; the next 29, inside the same second, wait and go
+        # out together.
+        for index in range(30):
+            await layer.group_send(live.GROUP, {"type": "fleet.changed", "pools": [["python", "cpp", "java"][index % 3]]})
+        first = await socket.receive_json_from(timeout=3)
+        second = await socket.receive_json_from(timeout=3)
+        quiet = await socket.receive_nothing(timeout=1.5)
+        await socket.disconnect()
+        return first, second, quiet
+
+    first, second, quiet = async_to_sync(scenario)()
+    assert first == {"type": "changed", "pools": ["python"]}
+    assert second == {"type": "changed", "pools": ["cpp", "java", "python"]}
+    assert quiet  # thirty changes, two messages
+
+
+@pytest.mark.django_db
+def test_a_heartbeat_that_changes_nothing_publishes_nothing(monkeypatch, student, problem):
+    published = []
+    monkeypatch.setattr(live, "publish", published.append)
+    node, identity = make_node(pool="python", name="py-1")
+    make_node(pool="cpp", name="cpp-1")
+    assert live.publish_step() == []  # the first step only remembers
+    beat = HeartbeatReport(AgentReport("test", "python-r1", 4), running=0, health_ok=True, health_checks={})
+    node_heartbeat(node_id=node.pk, credential_digest_value=node.credential_digest, session_epoch=1, beat=beat,
+                   now=timezone.now())
+    assert live.publish_step() == [] and published == []
+
+
+@pytest.mark.django_db
+def test_what_the_console_shows_live_publishes_its_pool(monkeypatch, student, problem):
+    published = []
+    monkeypatch.setattr(live, "publish", published.append)
+    node, identity = make_node(pool="python", name="py-1")
+    live.publish_step()
+    submit(student, problem, language="python")
+    assert live.publish_step() == ["python"]  # a submission waits
+    [job] = claim(identity)
+    assert live.publish_step() == ["python"]  # a lease is taken: running 1 / 4
+    JudgeJob.objects.filter(pk=job.pk).update(state="QUEUED", node=None)
+    assert live.publish_step() == ["python"]  # and returned
+    JudgeNode.objects.filter(pk=node.pk).update(health_ok=False)
+    assert live.publish_step() == ["python"]  # ready → unhealthy
+    assert published == [["python"]] * 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_publish_from_another_thread_reaches_pages_on_the_in_memory_layer(memory_layer):
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket(ORIGIN, cookie)
+        await socket.connect()
+        await socket.receive_json_from()
+        # The in-process scheduler publishes from its own thread.
+        await asyncio.get_running_loop().run_in_executor(None, live.publish, ["mysql"])
+        message = await socket.receive_json_from(timeout=3)
+        await socket.disconnect()
+        return message
+
+    assert async_to_sync(scenario)() == {"type": "changed", "pools": ["mysql"]}

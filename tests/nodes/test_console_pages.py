@@ -1,0 +1,235 @@
+"""The operators' console at /admin/judgers, through real URLs: who may open it, what it
+shows, and that its actions go through the admin API's services (rows and audit checked)."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from nodes.models import DesiredState, JoinCode, JudgeNode, NodeAudit, NodeCheck
+from nodes.services import node_update
+from tests.api.helpers import make_admin, make_teacher
+from tests.factories import HostGroupFactory, make_node
+from tests.judging.helpers import claim, submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(client):
+    client.force_login(make_admin("alice"))
+    return client
+
+
+def test_an_anonymous_visitor_is_sent_to_sign_in(client):
+    response = client.get("/admin/judgers?pool=python")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/admin/judgers%3Fpool%3Dpython"
+
+
+@pytest.mark.parametrize("path", ["/admin/judgers", "/admin/judgers/register", "/admin/judgers/host-groups"])
+def test_a_teacher_gets_the_403_page(client, path):
+    client.force_login(make_teacher())
+    response = client.get(path)
+    assert response.status_code == 403
+    assert "Your account may not open this page." in response.content.decode()
+
+
+def test_a_teacher_cannot_act_on_a_node(client, node_a):
+    node, _ = node_a
+    client.force_login(make_teacher())
+    assert client.post(f"/admin/judgers/{node.pk}/drain", {"revision": node.revision}).status_code == 403
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.ENABLED
+
+
+def test_the_navigation_shows_judgers_to_admins_with_a_badge_of_unwell_nodes(admin, client):
+    make_node(pool="python", name="up")
+    make_node(pool="cpp", name="down", heartbeat=False)
+    page = admin.get("/problems").content.decode()
+    assert re.search(r'id="nav-judgers">Judgers <span class="badge"', page)
+    assert "1 node offline or unhealthy" in page
+
+
+def test_the_navigation_shows_nothing_to_others(client):
+    make_node(pool="cpp", name="down", heartbeat=False)
+    client.force_login(make_teacher())
+    assert "nav-judgers" not in client.get("/problems").content.decode()
+
+
+def test_the_strip_raises_an_alarm_for_a_pool_with_work_and_no_judge(admin, student, problem):
+    for _ in range(3):
+        submit(student, problem, language="python")
+    page = admin.get("/admin/judgers").content.decode()
+    assert "Python: 3 waiting, no judge can take them" in page
+
+
+def test_the_table_shows_state_in_words_and_filters_live_in_the_url(admin):
+    group = HostGroupFactory(name="rack-1")
+    make_node(pool="python", name="py-ready", host_group=group)
+    make_node(pool="python", name="py-off", heartbeat=False)
+    make_node(pool="cpp", name="cpp-1")
+    page = admin.get("/admin/judgers").content.decode()
+    assert "Ready" in page and "Offline" in page and "passed for revision 1" in page
+    only = admin.get("/admin/judgers?pool=python&observed=offline").content.decode()
+    assert "py-off" in only and "py-ready" not in only and "cpp-1" not in only
+    by_group = admin.get(f"/admin/judgers?group={group.pk}").content.decode()
+    assert "py-ready" in by_group and "py-off" not in by_group
+    assert "cpp-1" in admin.get("/admin/judgers?q=CPP").content.decode()
+
+
+# Session, user and its permissions (3), the badge's node counts (2), the pool figures (4),
+# the strip's node counts (2), the page's nodes, their running checks, the host groups.
+LIST_PAGE_STATEMENTS = 15
+
+
+def _list_queries(client, count: int) -> int:
+    group = HostGroupFactory(total_slots=4096)
+    JudgeNode.objects.bulk_create([
+        JudgeNode(name=f"bulk-{count}-{i}", pool="python", base_url="https://127.0.0.1:8443", host_group=group,
+                  max_slots=2) for i in range(count)])
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/admin/judgers").status_code == 200
+    return len(queries)
+
+
+def test_the_list_page_reads_a_fixed_number_of_statements_however_many_nodes(admin):
+    fifty = _list_queries(admin, 50)
+    JudgeNode.objects.all().delete()
+    five_hundred = _list_queries(admin, 500)
+    assert fifty == five_hundred == LIST_PAGE_STATEMENTS
+
+
+def _register(client, **fields):
+    group = HostGroupFactory()
+    data = {"name": "python-9", "pool": "python", "base_url": "https://127.0.0.1:8443",
+            "host_group": group.pk, "max_slots": "2", **fields}
+    return client.post("/admin/judgers/register", data)
+
+
+def test_registering_shows_the_join_code_once(admin):
+    response = _register(admin)
+    node = JudgeNode.objects.get(name="python-9")
+    assert response.status_code == 302 and response["Location"] == f"/admin/judgers/{node.pk}/join"
+    first = admin.get(response["Location"])
+    code = re.search(r'<code id="join-code">([^<]+)</code>', first.content.decode()).group(1)
+    assert JoinCode.objects.filter(node=node, used_at__isnull=True).count() == 1
+    assert f"JUDGE_POOL=python" in first.content.decode() and "./set-join-code.sh python" in first.content.decode()
+    assert first["Cache-Control"] == "no-store"
+    again = admin.get(response["Location"]).content.decode()
+    assert code not in again
+    assert "The join code was shown once and is not shown again." in again
+    assert NodeAudit.objects.filter(node=node, action="register", actor_name="alice").exists()
+
+
+def test_a_refused_registration_says_why_in_a_sentence_and_keeps_the_form(admin):
+    make_node(name="python-9")
+    response = _register(admin, max_slots="500")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "Max slots must be a whole number from 1 to 256." in page
+    assert 'value="python-9"' in page
+    assert "That name is already taken." in _register(admin, max_slots="2").content.decode()
+
+
+def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, problem):
+    node, identity = make_node(pool="python", name="python-2", max_slots=4)
+    make_node(pool="python", name="python-3")
+    for _ in range(5):
+        submit(student, problem, language="python")
+    claim(identity, free_slots=3)
+    page = admin.get(f"/admin/judgers/{node.pk}/drain").content.decode()
+    assert "Draining python-2 leaves Python with 1 ready node; its 3 running jobs will finish." in page
+    JudgeNode.objects.filter(name="python-3").update(desired_state=DesiredState.DISABLED)
+    page = admin.get(f"/admin/judgers/{node.pk}/disable").content.decode()
+    assert ("Disabling python-2 leaves Python with no ready node; its 3 running jobs will finish; "
+            "2 waiting submissions will wait.") in page
+
+
+def test_draining_through_the_console_uses_the_service_and_is_audited(admin, node_a):
+    node, _ = node_a
+    response = admin.post(f"/admin/judgers/{node.pk}/drain", {"revision": node.revision})
+    assert response.status_code == 302
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.DRAINING
+    assert NodeAudit.objects.filter(node=node, action="update", actor_name="alice").exists()
+
+
+def test_a_stale_revision_is_shown_in_words_not_overwritten(admin, node_a):
+    node, _ = node_a
+    seen = node.revision
+    bob = make_admin("bob")
+    node_update(node_id=node.pk, revision=seen, changes={"max_slots": 7}, actor=bob, now=node.created_at)
+    response = admin.post(f"/admin/judgers/{node.pk}/disable", {"revision": seen})
+    page = response.content.decode()
+    assert response.status_code == 409
+    audit = NodeAudit.objects.filter(node=node).first()
+    assert f"node-a was changed by bob at {audit.created_at:%H:%M} UTC — reload to see the change." in page
+    node.refresh_from_db()
+    assert node.desired_state == DesiredState.ENABLED and node.max_slots == 7
+
+
+def test_revoking_needs_a_reason(admin, node_a):
+    node, _ = node_a
+    response = admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": node.revision, "reason": " "})
+    assert response.status_code == 400
+    assert "Say why node-a is revoked: the reason is required." in response.content.decode()
+    node.refresh_from_db()
+    assert node.revoked_at is None
+    admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": node.revision, "reason": "disk failing"})
+    node.refresh_from_db()
+    assert node.revoked_at is not None
+    assert NodeAudit.objects.get(node=node, action="revoke").after["reason"] == "disk failing"
+
+
+def test_enabling_an_unchecked_node_is_refused_in_a_sentence(admin):
+    node, _ = make_node(pool="python", name="fresh", desired_state=DesiredState.PENDING_VERIFICATION)
+    page = admin.post(f"/admin/judgers/{node.pk}/enable", {"revision": node.revision}).content.decode()
+    assert ("fresh cannot be enabled yet: it needs a fresh heartbeat and a passing self-check for its current "
+            "configuration.") in page
+
+
+def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student, problem, node_a):
+    node, identity = node_a
+    submission = submit(student, problem, language="python")
+    job = claim(identity)[0]
+    NodeCheck.objects.create(node=node, config_revision=1, status=NodeCheck.Status.PASSED, started_at=node.created_at,
+                             finished_at=node.created_at, items=[
+                                 {"name": "tls", "ok": True, "detail": "verified"},
+                                 {"name": "python_limits", "ok": True, "detail": "limits hit"}])
+    admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision, "max_slots": "3"})
+    page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    assert f"ALGO {submission.pk}" in page and str(job.pk) in page
+    assert "Connectivity: tls" in page and "Self-check: python_limits" in page
+    assert "alice" in page and "max_slots: 4 → 3" in page
+
+
+def test_host_groups_are_created_and_their_slots_edited_with_a_revision(admin):
+    admin.post("/admin/judgers/host-groups", {"name": "rack-2", "host_id": "m2", "total_slots": "8"})
+    from nodes.models import JudgeHostGroup
+
+    group = JudgeHostGroup.objects.get(name="rack-2")
+    admin.post(f"/admin/judgers/host-groups/{group.pk}", {"revision": group.revision, "total_slots": "12"})
+    group.refresh_from_db()
+    assert group.total_slots == 12
+    stale = admin.post(f"/admin/judgers/host-groups/{group.pk}", {"revision": 1, "total_slots": "4"})
+    assert stale.status_code == 409
+    assert "The host group was changed meanwhile — reload to see the change." in stale.content.decode()
+
+
+def test_every_console_form_carries_a_csrf_token(admin, node_a):
+    node, _ = node_a
+    for path in ["/admin/judgers/register", "/admin/judgers/host-groups", f"/admin/judgers/{node.pk}/drain"]:
+        page = admin.get(path).content.decode()
+        assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') >= 3
+
+
+def test_the_pages_of_a_filtered_list_keep_the_filters(admin):
+    group = HostGroupFactory(total_slots=4096)
+    JudgeNode.objects.bulk_create([
+        JudgeNode(name=f"many-{i:03}", pool="java", base_url="https://127.0.0.1:8443", host_group=group, max_slots=2)
+        for i in range(60)])
+    page = admin.get("/admin/judgers?pool=java").content.decode()
+    assert 'href="?pool=java&amp;page=2"' in page and "many-049" in page and "many-050" not in page
+    assert "many-059" in admin.get("/admin/judgers?pool=java&page=2").content.decode()
