@@ -4,7 +4,7 @@ the impact of an action — computed from the same figures as the admin API
 
 from django.utils.translation import gettext as _, gettext_lazy, ngettext
 
-from nodes.checks import self_check_passed_for_current_config
+from nodes.models import self_check_passed_for_current_config
 from nodes.models import CheckStatus, DesiredState, ObservedState
 from pools.registry import POOLS
 
