@@ -209,7 +209,7 @@ def _apply(job, submission, request: SettleRequest, *, now, node_id: int, digest
         outcomes.requeue(job, now=now, error="released", refund=True, delay=timedelta(0))
         return "requeued"
     if request.outcome == INFRA_ERROR:
-        status = "failed" if outcomes.attempts_exhausted(job) else "requeued"
+        status = "failed" if outcomes.infra_error_is_final(job) else "requeued"
         outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                    status=status)
         outcomes.infra_failure(job, submission, now=now, error=request.error or "infra_error",
