@@ -36,7 +36,7 @@ class Canary:
     source: dict  # {digest, bytes} in the content store
 
 
-def _programs(package: Path) -> dict[str, str]:
+def programs(package: Path) -> dict[str, str]:
     try:
         programs = json.loads((package / "canary.json").read_text(encoding="utf-8"))["programs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -72,7 +72,7 @@ def canaries_for(pool: str) -> list[Canary]:
     canaries = []
     for package in packages(pool):
         problem, manifest = _import(package)
-        for name, expect in _programs(package).items():
+        for name, expect in programs(package).items():
             path = package / "programs" / name
             if not path.is_file():
                 raise PackageError(f"{package.name}: program {name!r} does not exist")

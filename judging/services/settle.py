@@ -72,8 +72,8 @@ def _validate_judged(job, request: SettleRequest) -> None:
     if not 0 <= request.score <= 100:
         raise Invalid("score must be 0…100", fields={"score": ["out of range"]})
     weights = {c["ordinal"]: c["weight"] for c in (job.snapshot.get("cases") or [])}
-    if not weights and job.kind == JobKind.JUDGE:
-        weights = {1: 100}  # SQL jobs are one comparison worth the whole score
+    if not weights and (job.kind == JobKind.JUDGE or job.snapshot.get("sql")):
+        weights = {1: 100}  # SQL jobs (a mysql canary too) are one comparison worth the whole score
     seen = set()
     for case in request.cases:
         if case.ordinal not in weights or case.ordinal in seen:

@@ -167,3 +167,19 @@ def test_every_pool_ships_canaries_with_every_verdict_its_brief_needs():
         verdicts = {c.expect for c in canaries.canaries_for(pool)}
         assert verdicts == {"AC", "WA", "TLE", "MLE", "RE", "CE"}, pool
     assert {c.expect for c in canaries.canaries_for("mysql")} == {"AC", "WA", "RE"}
+
+
+
+def test_a_mysql_canary_is_answered_like_a_sql_job_with_its_one_case():
+    from judging.services.settle import CaseResult
+
+    node, identity = make_node(pool="mysql")
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    _diagnostic_jobs(node, check)
+    job = claim(identity)[0]
+    verdict = job.snapshot["canary"]["expect"]
+    score = 100 if verdict == "AC" else 0
+    status = settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                            verdict=verdict, score=score,
+                                            cases=(CaseResult(1, verdict, 3, 0, score),)))
+    assert status == "settled"
