@@ -12,7 +12,6 @@ the next version, and a job keeps the version it was created with.
 """
 
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from django.db import IntegrityError
 from judging import artifacts
 from judging.models import Manifest, Problem, Verdict
 from judging.services.problems import PackageError, problem_import
-
-logger = logging.getLogger("kece.checks")
 
 CANARY_ROOT = Path(__file__).resolve().parent / "canary"
 

@@ -16,7 +16,7 @@ from nodes.models import CheckStatus, NodeCheck
 from tests.api.helpers import send, token_client
 from tests.factories import UserFactory, make_node
 from tests.judging.helpers import claim, settle
-from tests.nodes.test_checks import _answer, _diagnostic_jobs, _items, _run_self_check
+from tests.nodes.test_checks import _diagnostic_jobs, _items, _run_self_check
 
 pytestmark = pytest.mark.django_db
 
