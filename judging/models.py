@@ -18,6 +18,9 @@ class Problem(models.Model):
     # Example cases shown on the problem page: [{input, output}] as text. Only what the
     # package names as samples; the judge's test data stays private.
     samples = models.JSONField(default=list, blank=True)
+    # A built-in canary of the node self-check (nodes/canary/): judged only by diagnostic
+    # jobs, never listed, submitted to or counted for students.
+    is_canary = models.BooleanField(default=False)
     current_manifest = models.ForeignKey(
         "Manifest", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
     )

@@ -87,7 +87,7 @@ def job_payload(job, *, now) -> dict:
     from judging.timing import ms_between
 
     snapshot = job.snapshot or {}
-    return {
+    payload = {
         "jobId": job.pk,
         "kind": job.kind,
         "submissionType": job.submission_type,
@@ -103,3 +103,6 @@ def job_payload(job, *, now) -> dict:
         "cases": snapshot.get("cases") or [],
         "sql": snapshot.get("sql"),
     }
+    if "ownChecks" in snapshot:
+        payload["ownChecks"] = bool(snapshot["ownChecks"])
+    return payload

@@ -5,11 +5,17 @@ and memory limits; mysql checks SELECT, DML, that the restricted user cannot rea
 databases (nor create one its grant's pattern would admit), that no connection reads the
 agent's files through ``LOAD DATA LOCAL INFILE``, that the time and memory limits hold when
 a submission lifts its session's own, and that the job's databases, user and sessions are
-gone afterwards. The verdict is AC when every item passed, WA otherwise.
+gone afterwards.
+
+The server grades a node by the canary programs it sends as DIAGNOSTIC jobs, which the
+agent judges like any other job; these items are the extra the first of them asks for
+(`ownChecks`), attached to its result as `checks`. A DIAGNOSTIC job without a program (a
+server that sends no canaries) gets these items alone: AC when every one passed, WA otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 
@@ -94,8 +100,6 @@ def check_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox) -> list[
 
 
 def _with_run(spec: RuntimeSpec, run: tuple[str, ...]) -> RuntimeSpec:
-    import dataclasses
-
     return dataclasses.replace(spec, run=run)
 
 
@@ -208,15 +212,26 @@ def _cleanup_complete(judge_db, tag: str, env, lookalike: str, parked) -> dict:
                 else f"left behind: {', '.join(leftover)}")
 
 
+def own_checks(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db) -> list[dict]:
+    """This node's own items, in a run folder of their own (the job's is the canary's)."""
+    ctx = dataclasses.replace(ctx, run_dir=ctx.run_dir / "own-checks")
+    ctx.run_dir.mkdir()
+    try:
+        items = check_mysql(ctx, judge_db) if spec.pool == "mysql" else check_program(ctx, spec, sandbox)
+    except InfraError as exc:
+        items = [item("own_checks", False, f"{exc.code}: {str(exc)[:500]}")]
+    ctx.log.info("own checks done", passed=all(i["ok"] for i in items),
+                 failed=",".join(i["name"] for i in items if not i["ok"]) or None)
+    return items
+
+
 def run(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db) -> dict:
+    """A DIAGNOSTIC job without a program (a server that sends no canaries): the node's own
+    items alone, AC when every one passed, WA otherwise."""
     start = time.monotonic()
     ctx.progress("JUDGING", None)
-    if spec.pool == "mysql":
-        items = check_mysql(ctx, judge_db)
-    else:
-        items = check_program(ctx, spec, sandbox)
+    items = own_checks(ctx, spec=spec, sandbox=sandbox, judge_db=judge_db)
     passed = all(i["ok"] for i in items)
-    ctx.log.info("self-check done", passed=passed, failed=",".join(i["name"] for i in items if not i["ok"]) or None)
     body = verdicts.judged(ctx.lease_epoch, [])
     body.update(verdict="AC" if passed else "WA", score=100 if passed else 0,
                 timeMs=int((time.monotonic() - start) * 1000), checks=items)

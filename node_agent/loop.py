@@ -655,12 +655,18 @@ class Agent:
                     job.get("runtimeSpec") not in (None, self.config.runtime_spec):
                 raise InfraError("runtime_mismatch", f"job for {job.get('pool')}/{job.get('runtimeSpec')} "
                                  f"reached a {self.config.pool}/{self.config.runtime_spec} node")
-            if job.get("kind") == "DIAGNOSTIC":
+            diagnostic = job.get("kind") == "DIAGNOSTIC"
+            if diagnostic and not job.get("source"):
                 body = diagnostics.run(ctx, spec=self.config.spec, sandbox=self.sandbox, judge_db=self.judge_db)
             elif self.config.pool == "mysql":
                 body = sqljudge.judge_sql(ctx, self.judge_db)
             else:
                 body = judge.judge_program(ctx, self.config.spec, self.sandbox)
+            # A canary is judged like any job, so the server sees how this node judges;
+            # the node's own items ride along where the server asks for them.
+            if diagnostic and job.get("source") and job.get("ownChecks"):
+                body["checks"] = diagnostics.own_checks(ctx, spec=self.config.spec, sandbox=self.sandbox,
+                                                        judge_db=self.judge_db)
         except JobCancelled:
             return None
         except ArtifactError as exc:

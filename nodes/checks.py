@@ -1,15 +1,28 @@
-"""Node checks: the connectivity probe, then a self-check the node runs as a diagnostic job.
+"""Node checks: the connectivity probe, then a self-check the server grades.
 
 1. `node_check_start` (admin) records a RUNNING check for the node's current config
    revision and schedules `node_check_run` after commit.
 2. `node_check_run` probes the health endpoint (TLS, identity by HMAC proof, protocol and
-   runtime version). A failure ends the check; success queues a DIAGNOSTIC job bound to
-   the node, inside its own slots.
-3. The node's result settles through the ordinary settle path, which calls
-   `self_check_settled` (registered in `judging.hooks`): the check record and the node's
-   self-check verdict are written — nothing else (no submission, no statistics). A pass
-   also ends a quarantine (`nodes.quarantine`).
-4. `checks_expire` fails a check whose node never finished it and cancels its job.
+   runtime version). A failure ends the check; success queues the self-check: one
+   ordinary DIAGNOSTIC job per canary program of the node's pool (`nodes.canaries`), bound
+   to the node, inside its own slots. Each carries the canary's manifest, source, cases or
+   SQL and limits, exactly like a judge job, so a node that judges honestly passes.
+   The first also asks (`ownChecks`) for the node's own items — sandbox isolation, bounded
+   filesystems, MySQL protections — which the node may attach to its result as `checks`.
+3. Each result settles through the ordinary settle path, which calls `self_check_settled`
+   (registered in `judging.hooks`; an attempt that ends without a judgement calls
+   `self_check_failed`: a diagnostic job's INFRA_ERROR is final). When the last job of the check has ended, the server
+   compares every verdict with the canary's expected one and writes one item per program
+   (`tle.cpp: expected TLE, got TLE in 1012 ms`) plus the node's own items. It passes only
+   when every canary got its verdict and no own item failed (a weak sandbox only where
+   `KECE_ALLOW_WEAK_SANDBOX` accepts it). Only the check record and the node's self-check
+   verdict are written — no submission, no statistics. A pass also ends a quarantine
+   (`nodes.quarantine`).
+4. `checks_expire` fails a check whose node never finished it and cancels its jobs; the
+   canaries that ended are graded, the others say they got no result.
+
+An agent that does not know canaries runs its own check for every DIAGNOSTIC job and
+answers AC to each: the canaries that expect another verdict fail its self-check.
 """
 
 import hashlib
@@ -28,7 +41,6 @@ from nodes.quarantine import quarantine_clear_locked
 logger = logging.getLogger("kece.checks")
 
 PROTOCOL_VERSION = 1
-DIAGNOSTIC_LIMITS = {"timeLimitMs": 5000, "memoryLimitMb": 256, "outputLimitKb": 1024}
 
 
 def node_check_start(*, node_id: int, actor, now) -> NodeCheck:
@@ -100,25 +112,49 @@ def node_check_run(check_id: int, *, now=None) -> None:
     _queue_self_check(check, node, items=items, now=now)
 
 
+def _canary_snapshot(check, canary, *, pool: str, own_checks: bool) -> dict:
+    from judging.services.snapshot import job_snapshot
+
+    snapshot = job_snapshot(problem=canary.problem, manifest=canary.manifest, pool=pool, language=pool,
+                            source=canary.source)
+    return {**snapshot, "checkId": check.pk, "canary": {"name": canary.name, "expect": canary.expect},
+            "ownChecks": own_checks}
+
+
 def _queue_self_check(check, node, *, items, now) -> None:
     from judging.locking import lock_node
     from judging.models import JobKind, JudgeJob
+    from judging.services.problems import PackageError
     from judging.wakeups import publish_after_commit
+    from nodes.canaries import canaries_for
 
+    try:
+        canaries = canaries_for(node.pool)
+    except (PackageError, OSError) as exc:
+        logger.error("canaries unusable", extra={"node": node.pk, "check": check.pk, "pool": node.pool})
+        _finish_check_locked(check, passed=False, now=now, items=items + [_item("canaries", False, str(exc))])
+        return
+    if not canaries:
+        _finish_check_locked(check, passed=False, now=now,
+                             items=items + [_item("canaries", False, f"no canary ships for pool {node.pool}")])
+        return
     with transaction.atomic(durable=True):
         # Under the node lock, which expiry takes too: a check that ran out of time while
         # the probe was slow gets no orphan job.
         lock_node(node.pk)
         if not NodeCheck.objects.filter(pk=check.pk, status=NodeCheck.Status.RUNNING, job_id__isnull=True).exists():
             return
-        job = JudgeJob.objects.create(
-            kind=JobKind.DIAGNOSTIC, submission_type="DIAGNOSTIC", submission_id=check.pk, generation=1,
+        # (submission_type, submission_id, generation) is unique: the check's jobs are
+        # told apart by generation, the canary's place in the list.
+        jobs = [JudgeJob.objects.create(
+            kind=JobKind.DIAGNOSTIC, submission_type="DIAGNOSTIC", submission_id=check.pk, generation=number,
             pool=node.pool, runtime_spec=node.runtime_spec or f"{node.pool}-r1", bound_node_id=node.pk,
-            snapshot={"checkId": check.pk, "limits": DIAGNOSTIC_LIMITS}, available_at=now, created_at=now,
-        )
-        NodeCheck.objects.filter(pk=check.pk).update(items=items, job_id=job.pk)
+            manifest=canary.manifest, snapshot=_canary_snapshot(check, canary, pool=node.pool, own_checks=number == 1),
+            available_at=now, created_at=now,
+        ) for number, canary in enumerate(canaries, start=1)]
+        NodeCheck.objects.filter(pk=check.pk).update(items=items, job_id=jobs[0].pk)
         publish_after_commit(node.pool)
-    logger.info("self-check queued", extra={"node": node.pk, "check": check.pk, "job": job.pk})
+    logger.info("self-check queued", extra={"node": node.pk, "check": check.pk, "jobs": len(jobs)})
 
 
 def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) -> None:
@@ -150,47 +186,93 @@ def _check_of(job):
     return NodeCheck.objects.filter(pk=check_id).first() if check_id else None
 
 
+def _jobs_of(check) -> list:
+    from judging.models import JobKind, JudgeJob
+
+    return list(JudgeJob.objects.filter(kind=JobKind.DIAGNOSTIC, submission_type="DIAGNOSTIC",
+                                        submission_id=check.pk).order_by("generation"))
+
+
 # The self-check item by which an agent says its sandbox isolates user code.
 ISOLATION_ITEM = "sandbox_isolated"
 
 
-def self_check_settled(job, result: dict, *, now) -> None:
-    """Called by settle, inside its transaction (the node is locked exclusively).
+def _canary_item(job) -> dict:
+    from judging.models import JobState
 
-    A node whose agent runs user code in the weak sandbox fails, unless the server is
-    configured to accept such nodes (``KECE_ALLOW_WEAK_SANDBOX``); its item stays failed, so
-    the console shows what was accepted."""
-    check = _check_of(job)
-    if check is None:
-        return
-    items = [
-        _item(str(c.get("name", ""))[:100], bool(c.get("ok")), str(c.get("detail", "")))
-        for c in result.get("checks") or []
-    ]
-    failed = {i["name"] for i in items if not i["ok"]}
-    weak_accepted = failed == {ISOLATION_ITEM} and settings.KECE_ALLOW_WEAK_SANDBOX
-    passed = bool(items) and ((result.get("verdict") == "AC" and not failed) or weak_accepted)
-    if weak_accepted:
-        for i in items:
-            if i["name"] == ISOLATION_ITEM:
-                i["detail"] = f"accepted (KECE_ALLOW_WEAK_SANDBOX is on): {i['detail']}"[:2000]
+    canary = job.snapshot.get("canary") or {}
+    name, expect = str(canary.get("name") or f"job {job.pk}"), canary.get("expect")
+    if job.state == JobState.COMPLETED:
+        got, ms = (job.result or {}).get("verdict"), (job.result or {}).get("timeMs", 0)
+        return _item(name, expect is not None and got == expect, f"expected {expect}, got {got} in {ms} ms")
+    if job.state == JobState.FAILED:
+        why = f"{job.error}: {job.error_message}".strip(": ")
+        return _item(name, False, f"expected {expect}, got no judgement (INFRA_ERROR {why})")
+    return _item(name, False, f"expected {expect}, got no result")
+
+
+def _own_items(jobs) -> list[dict]:
+    """The node's own items, from the job that asked for them: an agent that attaches its
+    list to every result is heard once. Reported as they are, except that a weak sandbox
+    is marked accepted where the server is configured to accept one."""
+    from judging.models import JobState
+
+    asked = next((j for j in jobs if j.snapshot.get("ownChecks")), None)
+    if asked is None or asked.state != JobState.COMPLETED:
+        return []
+    items = [_item(str(c.get("name", ""))[:100], bool(c.get("ok")), str(c.get("detail", "")))
+             for c in (asked.result or {}).get("checks") or []]
     if not items:
-        items = [_item("self-check", False, "The node reported no self-check items.")]
+        return [_item("own_checks", True, "the node reported no items of its own (they are optional)")]
+    for i in items:
+        if i["name"] == ISOLATION_ITEM and not i["ok"] and settings.KECE_ALLOW_WEAK_SANDBOX:
+            i["detail"] = f"accepted (KECE_ALLOW_WEAK_SANDBOX is on): {i['detail']}"[:2000]
+    return items
+
+
+def self_check_grade(jobs) -> tuple[bool, list[dict]]:
+    """Every canary against its expected verdict, then the node's own items."""
+    canaries = [_canary_item(job) for job in jobs if job.snapshot.get("canary")]
+    if not canaries:
+        canaries = [_item("canaries", False, "no canary program was judged")]
+    own = _own_items(jobs)
+    excused = ISOLATION_ITEM if settings.KECE_ALLOW_WEAK_SANDBOX else None
+    passed = all(i["ok"] for i in canaries) and all(i["ok"] or i["name"] == excused for i in own)
+    return passed, canaries + own
+
+
+def _job_ended(job, *, now) -> None:
+    """One of the check's jobs reached a terminal state (the caller holds the node's lock,
+    which every path ending a diagnostic job takes: they are serialised). The check is
+    graded once the last of them has ended."""
+    from judging.models import JobState
+
+    check = _check_of(job)
+    if check is None or check.status != NodeCheck.Status.RUNNING:
+        return
+    jobs = [job if j.pk == job.pk else j for j in _jobs_of(check)]
+    if any(j.state in JobState.ACTIVE for j in jobs):
+        return
+    passed, items = self_check_grade(jobs)
     _finish_check(check, node_id=check.node_id, passed=passed, items=items, now=now)
-    logger.info("self-check finished", extra={"node": check.node_id, "check": check.pk, "passed": passed})
+    logger.info("self-check finished", extra={"node": check.node_id, "check": check.pk, "passed": passed,
+                                              "failed": ",".join(i["name"] for i in items if not i["ok"]) or None})
+
+
+def self_check_settled(job, result: dict, *, now) -> None:
+    """Called by settle, inside its transaction (the node is locked exclusively)."""
+    _job_ended(job, now=now)
 
 
 def self_check_failed(job, *, now, error: str, message: str) -> None:
-    check = _check_of(job)
-    if check is not None:
-        _finish_check(check, node_id=check.node_id, passed=False,
-                      items=[_item("self-check", False, f"{error}: {message}".strip(": "))], now=now)
+    """The job ended without a judgement (`job.error` says why): its canary fails."""
+    _job_ended(job, now=now)
 
 
 def checks_expire(*, now) -> int:
     """Fail checks the node never finished, and cancel their diagnostic job whether it is
     still queued or running (a renewal then tells the node to stop)."""
-    from judging.locking import lock_job, lock_node
+    from judging.locking import lock_jobs, lock_node
     from judging.models import JobState
     from judging.services.outcomes import cancel
 
@@ -202,10 +284,11 @@ def checks_expire(*, now) -> int:
             check.refresh_from_db()
             if check.status != NodeCheck.Status.RUNNING:
                 continue
-            job = lock_job(check.job_id) if check.job_id else None
-            if job is not None and job.state in JobState.ACTIVE:
-                cancel(job, now=now, reason="check_expired")
-            _finish_check(check, node_id=check.node_id, passed=False, now=now,
-                          items=[_item("self-check", False, "The node did not finish its self-check in time.")])
+            for job in lock_jobs([j.pk for j in _jobs_of(check) if j.state in JobState.ACTIVE]).values():
+                if job.state in JobState.ACTIVE:
+                    cancel(job, now=now, reason="check_expired")
+            _, items = self_check_grade(_jobs_of(check))
+            _finish_check(check, node_id=check.node_id, passed=False, now=now, items=items + [
+                _item("self-check", False, "The node did not finish its self-check in time.")])
         expired += 1
     return expired

@@ -114,6 +114,9 @@ class JobOut(serializers.Serializer):
     source = SourceOut(allow_null=True)
     cases = CaseOut(many=True)
     sql = SqlOut(allow_null=True)
+    ownChecks = serializers.BooleanField(required=False, help_text=(
+        "Optional, DIAGNOSTIC jobs only: judge the job as usual, and also attach the node's own self-check items "
+        "to the result as `checks` ([{name, ok, detail}]). The server grades the verdict either way."))
 
 
 class ClaimOut(serializers.Serializer):

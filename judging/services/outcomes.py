@@ -119,9 +119,15 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
                                          "attempt": job.attempts})
 
 
+def infra_error_is_final(job) -> bool:
+    """A diagnostic job judges the node it is bound to: its INFRA_ERROR is a finding about
+    that node, which a retry would hide, so the self-check fails with it."""
+    return job.kind == JobKind.DIAGNOSTIC or attempts_exhausted(job)
+
+
 def infra_failure(job, submission, *, now, error: str, message: str = "") -> str:
     """An attempt ended without a judgement: retry with backoff, or fail at the limit."""
-    if attempts_exhausted(job):
+    if infra_error_is_final(job):
         fail(job, submission, now=now, error=error, message=message)
         return "failed"
     requeue(job, now=now, error=error, message=message)

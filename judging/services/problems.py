@@ -122,12 +122,22 @@ def _statement(directory: Path, spec: dict) -> str:
     return "" if name is None else _text_file(directory, name, "statement")
 
 
-def problem_import(directory) -> tuple[Problem, Manifest]:
+def _same_manifest(manifest: Manifest | None, *, languages, cases, sql, limits: dict) -> bool:
+    return manifest is not None and (manifest.languages, manifest.cases, manifest.sql) == (languages, cases, sql) \
+        and all(getattr(manifest, name) == value for name, value in limits.items())
+
+
+def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifest]:
     """Import `directory`; the same slug again publishes the next manifest version.
 
     Files go to the content store before the transaction (idempotent, content-addressed);
     the problem row and the new manifest are written in one transaction. Jobs created
     earlier keep the manifest they were created with.
+
+    `canary`: a built-in problem of the node self-check (`nodes.canaries`), hidden from
+    students. Its import is idempotent by content: the same files give the current
+    manifest back, a changed package publishes the next version. A slug is either a
+    canary or a student problem, never both.
     """
     directory = Path(directory)
     spec = _read_spec(directory)
@@ -150,9 +160,16 @@ def problem_import(directory) -> tuple[Problem, Manifest]:
     statement, samples = _statement(directory, spec), _samples(directory, spec)
 
     with transaction.atomic(durable=True):
-        problem, _ = Problem.objects.get_or_create(slug=slug, defaults={"title": title or slug, "kind": kind})
+        problem, _ = Problem.objects.get_or_create(slug=slug, defaults={"title": title or slug, "kind": kind,
+                                                                       "is_canary": canary})
         if problem.kind != kind:
             raise PackageError(f"problem {slug} is {problem.kind}; a package cannot change its kind")
+        if problem.is_canary != canary:
+            raise PackageError(f"problem {slug} is {'a built-in canary' if problem.is_canary else 'a student problem'}"
+                               f"; its slug cannot be imported as {'a canary' if canary else 'a student problem'}")
+        current = Manifest.objects.filter(pk=problem.current_manifest_id).first()
+        if canary and _same_manifest(current, languages=languages, cases=cases, sql=sql, limits=limits):
+            return problem, current
         version = (Manifest.objects.filter(problem=problem).aggregate(v=Max("version"))["v"] or 0) + 1
         manifest = Manifest.objects.create(problem=problem, version=version, languages=languages, cases=cases,
                                            sql=sql, **limits)

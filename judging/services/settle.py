@@ -74,8 +74,8 @@ def _validate_judged(job, request: SettleRequest) -> None:
     if not 0 <= request.score <= 100:
         raise Invalid("score must be 0…100", fields={"score": ["out of range"]})
     weights = {c["ordinal"]: c["weight"] for c in (job.snapshot.get("cases") or [])}
-    if not weights and job.kind == JobKind.JUDGE:
-        weights = {1: 100}  # SQL jobs are one comparison worth the whole score
+    if not weights and (job.kind == JobKind.JUDGE or job.snapshot.get("sql")):
+        weights = {1: 100}  # SQL jobs (a mysql canary too) are one comparison worth the whole score
     seen = set()
     for case in request.cases:
         if case.ordinal not in weights or case.ordinal in seen:
@@ -223,7 +223,7 @@ def _apply(job, node, submission, request: SettleRequest, *, now, digest: str) -
     if request.outcome == INFRA_ERROR:
         # The node's fault (quarantined, or quarantined by this post): not the job's attempt.
         refund = job.kind == JobKind.JUDGE and conduct.at_fault(node, job.pk)
-        status = "failed" if outcomes.attempts_exhausted(job) and not refund else "requeued"
+        status = "failed" if outcomes.infra_error_is_final(job) and not refund else "requeued"
         outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                    status=status)
         job.avoid_node_id = node_id if _another_node_serves(job, node_id, now=now) else None

@@ -37,7 +37,7 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     4. After commit, wake the pool's waiting claims (best effort).
     """
     now = now or timezone.now()
-    problem = Problem.objects.select_related("current_manifest").filter(pk=problem_id).first()
+    problem = Problem.objects.select_related("current_manifest").filter(pk=problem_id, is_canary=False).first()
     if problem is None or problem.current_manifest is None:
         raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
     manifest = problem.current_manifest

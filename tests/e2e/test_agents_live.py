@@ -14,6 +14,7 @@ from judging.services.problems import problem_import
 from judging.services.submit import submission_submit
 import requests
 
+from nodes import canaries
 from nodes.models import DesiredState
 from tests.e2e.conftest import job_of, need_pool, terminal, wait_for
 from tests.factories import UserFactory, make_problem
@@ -85,10 +86,36 @@ def test_a_registered_agent_passes_its_checks_and_can_then_be_enabled(agents):
     check = admin.get(check_url).json()
     assert check["status"] == "PASSED", check["items"]
     names = {item["name"] for item in check["items"]}
-    assert {"tls", "identity", "pool", "protocol", "runtime"} <= names and len(names) > 5
+    assert {"tls", "identity", "pool", "protocol", "runtime"} <= names
+    assert {"ac.py", "wa.py", "tle.py", "mle.py", "re.py", "ce.py"} <= names, "the server graded every canary"
+    assert {"sandbox_isolated", "cpu_limit", "memory_limit"} <= names, "the agent's own items are recorded"
     revision = admin.get(base).json()["revision"]
     enabled = admin.patch(base, json={"revision": revision, "desiredState": "ENABLED"})
     assert enabled.status_code == 200 and enabled.json()["desiredState"] == "ENABLED"
+
+
+def test_the_real_agent_judges_every_canary_of_its_pool_as_expected(agents):
+    pools = ["cpp", "java", "python", "arkts", "mysql"]
+    for pool in pools:
+        need_pool(pool)
+    admin = requests.Session()
+    admin.headers["Authorization"] = f"Token {admin_token()}"
+    checks = {}
+    for pool in pools:
+        node = agents.register(pool, slots=1)
+        agents.start(node, slots=1)
+        base = f"{agents.server.url}/api/v1/admin/judgers/{node.pk}"
+        checks[pool] = f"{base}/checks/{admin.post(base + '/checks').json()['checkId']}"
+    wait_for(lambda: all(admin.get(url).json()["status"] != "RUNNING" for url in checks.values()), 300,
+             "every pool's self-check finished")
+    results = {pool: admin.get(url).json() for pool, url in checks.items()}
+    failed = {pool: [i for i in r["items"] if not i["ok"]] for pool, r in results.items() if r["status"] != "PASSED"}
+    assert failed == {}
+    for pool, result in results.items():
+        items = {i["name"]: i["detail"] for i in result["items"]}
+        programs = canaries.packages(pool)
+        assert programs and all(items[name].startswith(f"expected {verdict}, got {verdict} in ")
+                                for package in programs for name, verdict in canaries.programs(package).items())
 
 
 def _slow_problem():

@@ -19,10 +19,13 @@ from tests.judging.helpers import claim, settle, submit
 pytestmark = pytest.mark.django_db
 
 
-def _diagnostic_job(node, check):
+def _diagnostic_jobs(node, check) -> list:
     _queue_self_check(check, node, items=[], now=timezone.now())
-    check.refresh_from_db()
-    return JudgeJob.objects.get(pk=check.job_id)
+    return list(JudgeJob.objects.filter(kind=JobKind.DIAGNOSTIC, submission_id=check.pk).order_by("generation"))
+
+
+def _diagnostic_job(node, check):
+    return _diagnostic_jobs(node, check)[0]
 
 
 def test_an_unhealthy_node_gets_no_judge_jobs_but_its_own_diagnostic(student, problem):
@@ -30,9 +33,9 @@ def test_an_unhealthy_node_gets_no_judge_jobs_but_its_own_diagnostic(student, pr
     JudgeNode.objects.filter(pk=node.pk).update(health_ok=False)
     submit(student, problem)
     check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
-    diagnostic = _diagnostic_job(node, check)
+    diagnostics = {j.pk for j in _diagnostic_jobs(node, check)}
     jobs = claim(identity, free_slots=4)
-    assert [j.pk for j in jobs] == [diagnostic.pk]
+    assert len(jobs) == 4 and {j.pk for j in jobs} <= diagnostics
     assert not ready_nodes(now=timezone.now()).filter(pool="python").exists()
 
 
@@ -68,13 +71,14 @@ def test_an_expired_check_cancels_its_diagnostic_job_even_while_it_runs():
     node, identity = make_node(pool="python", desired_state=DesiredState.PENDING_VERIFICATION)
     started = timezone.now() - timedelta(hours=1)
     check = node_check_start(node_id=node.pk, actor=None, now=started)
-    diagnostic = _diagnostic_job(node, check)
+    diagnostics = _diagnostic_jobs(node, check)
     [running] = claim(identity)
-    assert running.pk == diagnostic.pk
+    assert running.pk == diagnostics[0].pk
     assert checks_expire(now=timezone.now()) == 1
     check.refresh_from_db()
     assert check.status == NodeCheck.Status.FAILED
-    assert JudgeJob.objects.get(pk=diagnostic.pk).state == JobState.CANCELLED
+    assert {JudgeJob.objects.get(pk=j.pk).state for j in diagnostics} == {JobState.CANCELLED}
+    assert {"ac.py": "expected AC, got no result"}.items() <= {i["name"]: i["detail"] for i in check.items}.items()
     [answer] = lease_renew(identity=identity, items=[RenewItem(running.pk, running.lease_epoch)],
                            now=timezone.now())
     assert answer["error"] == "cancelled"
@@ -93,13 +97,14 @@ def test_a_probe_that_finishes_after_the_check_expired_queues_no_job():
 def test_a_self_check_failed_by_a_session_change_stays_failed():
     node, identity = make_node(pool="python", desired_state=DesiredState.PENDING_VERIFICATION)
     check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
-    diagnostic = _diagnostic_job(node, check)
-    JudgeJob.objects.filter(pk=diagnostic.pk).update(attempts=2)
-    claim(identity)  # third attempt
+    diagnostics = _diagnostic_jobs(node, check)
+    JudgeJob.objects.filter(pk__in=[j.pk for j in diagnostics]).update(attempts=2)
+    JudgeNode.objects.filter(pk=node.pk).update(max_slots=len(diagnostics))
+    assert len(claim(identity, free_slots=len(diagnostics))) == len(diagnostics)  # third attempts
     node_session_open(node_id=node.pk, credential_digest_value=node.credential_digest,
                       report=AgentReport(node.agent_version, "python-r1", 2), now=timezone.now())
     node.refresh_from_db()
-    assert JudgeJob.objects.get(pk=diagnostic.pk).state == JobState.FAILED
+    assert {JudgeJob.objects.get(pk=j.pk).state for j in diagnostics} == {JobState.FAILED}
     assert node.self_check_status == CheckStatus.FAILED and node.session_epoch == 2
 
 
@@ -160,12 +165,15 @@ def test_a_failing_self_check_result_carrying_a_claim_gets_no_judge_job(student,
 
     node, identity = make_node(pool="python")  # enabled and verified: the admin re-checks it
     check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
-    diagnostic = _diagnostic_job(node, check)
+    diagnostics = _diagnostic_jobs(node, check)
     submit(student, problem)
-    [job] = claim(identity)
-    assert job.pk == diagnostic.pk
-    failing = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict="RE",
-                            checks=({"name": "sandbox", "ok": False, "detail": "bwrap: permission denied"},))
+    JudgeNode.objects.filter(pk=node.pk).update(max_slots=len(diagnostics))
+    *others, job = claim(identity, free_slots=len(diagnostics))
+    assert {j.pk for j in [*others, job]} == {j.pk for j in diagnostics}
+    for other in others:
+        _answer(identity, other, _expected(other))
+    failing = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict="AC")
+    assert _expected(job) != "AC"
     status, carried = job_settle_and_claim(identity=identity, request=failing, now=timezone.now(), free_slots=1)
     node.refresh_from_db()
     assert status == "settled" and node.self_check_status == CheckStatus.FAILED
@@ -178,18 +186,48 @@ WEAK_ITEMS = ({"name": "sandbox_isolated", "ok": False, "detail": "WEAK: rlimit-
               {"name": "run", "ok": True, "detail": "sum probe: AC"})
 
 
-def _self_check_of_a_weak_node(items, verdict="WA"):
+def _answer(identity, job, verdict, checks=()):
     from judging.services.settle import SettleRequest
 
-    node, identity = make_node(pool="python")
+    return settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                          verdict=verdict, checks=checks))
+
+
+def _expected(job) -> str:
+    return job.snapshot["canary"]["expect"]
+
+
+def _run_self_check(pool="python", *, verdicts=None, own=(), infra=None, skip=()):
+    """Start a check, then answer every canary job as a node would: the expected verdict
+    unless `verdicts` names another; `infra`: the canary answered INFRA_ERROR; `skip`: no
+    answer at all. The job that asks for them gets `own` items."""
+    from judging.services.settle import SettleRequest
+
+    node, identity = make_node(pool=pool, desired_state=DesiredState.PENDING_VERIFICATION)
+    JudgeNode.objects.filter(pk=node.pk).update(max_slots=20)
     check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
-    _diagnostic_job(node, check)
-    [job] = claim(identity)
-    settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
-                                   checks=items))
+    _diagnostic_jobs(node, check)
+    for job in claim(identity, free_slots=20):
+        name = job.snapshot["canary"]["name"]
+        if name in skip:
+            continue
+        if name == infra:
+            settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="INFRA_ERROR",
+                                           error="sandbox_error", message="bwrap: permission denied"))
+            continue
+        _answer(identity, job, (verdicts or {}).get(name, _expected(job)),
+                checks=own if job.snapshot.get("ownChecks") else ())
     node.refresh_from_db()
     check.refresh_from_db()
     return node, check
+
+
+def _items(check) -> dict:
+    return {i["name"]: (i["ok"], i["detail"]) for i in check.items}
+
+
+def _self_check_of_a_weak_node(items):
+    return _run_self_check(own=items)
 
 
 def test_a_node_with_a_weak_sandbox_fails_its_self_check():

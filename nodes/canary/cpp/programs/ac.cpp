@@ -1,0 +1,7 @@
+#include <iostream>
+
+int main() {
+    long long a, b;
+    std::cin >> a >> b;
+    std::cout << a + b << '\n';
+}

@@ -1,0 +1,1 @@
+UPDATE items SET qty = 10 WHERE qty = 0;

@@ -1,0 +1,1 @@
+SELECT id, name FROM items WHERE qty > 0 ORDER BY id;

@@ -1,0 +1,2 @@
+-- The restricted user must not read the server's accounts: refused, a runtime error.
+SELECT User FROM mysql.user;

@@ -1,0 +1,2 @@
+-- Keeps the item that is out of stock.
+SELECT id, name FROM items ORDER BY id;
