@@ -41,7 +41,8 @@ def _imports(path: Path) -> set[str]:
     return found
 
 def _modules(top: str) -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for p in sorted((REPO / top).rglob("*.py"))}
+    # The canary problems' programs are data for the judges, not modules of the app.
+    return {_module_name(p): _imports(p) for p in sorted((REPO / top).rglob("*.py")) if "canary" not in p.parts}
 
 def _top(name: str) -> str:
     return name.split(".")[0]

@@ -30,8 +30,8 @@ def _state() -> dict:
         cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT LIKE %s"
                     " AND SCHEMA_NAME NOT LIKE %s", OTHERS)
         schemas = {r[0] for r in cur.fetchall()}
-        # Other runs on the server make accounts of their own (live servers, benchmarks).
-        cur.execute("SELECT User FROM mysql.user WHERE User NOT LIKE 'kece\\_bench%%' AND User NOT LIKE 'kece\\_test%%'")
+        # The job's accounts (other runs on the server make accounts of their own).
+        cur.execute("SELECT User FROM mysql.user WHERE User LIKE 'kece\\_judge\\_%%'")
         users = {r[0] for r in cur.fetchall()}
         cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER LIKE 'kece\\_judge\\_%%'")
         sessions = cur.fetchone()[0]

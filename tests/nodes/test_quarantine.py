@@ -208,17 +208,19 @@ def test_renew_batches_that_all_come_back_lost_quarantine_the_node(student, prob
 def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student, problem, node_a, admin_user):
     node, identity = node_a
     now = timezone.now()
-    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason="stalled: test")
-    for verdict, expected in (("WA", False), ("AC", True)):
+    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason="stalled: test", max_slots=20)
+    for judges_honestly in (False, True):
         check = node_check_start(node_id=node.pk, actor=admin_user, now=now)
         node.refresh_from_db()
         _queue_self_check(check, node, items=[], now=now)
-        [job] = claim(identity, now=now)  # a quarantined node still gets its own diagnostic job
-        items = PASSING_ITEMS if verdict == "AC" else ({"name": "python_runs", "ok": False, "detail": "no"},)
-        settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
-                                       verdict=verdict, checks=items), now=now)
+        jobs = claim(identity, free_slots=20, now=now)  # a quarantined node still gets its own diagnostic jobs
+        assert jobs and all(j.kind == "DIAGNOSTIC" for j in jobs)
+        for job in jobs:
+            verdict = job.snapshot["canary"]["expect"] if judges_honestly else "AC"
+            settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                           verdict=verdict, checks=PASSING_ITEMS), now=now)
         node.refresh_from_db()
-        assert (node.quarantined_at is None) is expected
+        assert (node.quarantined_at is None) is judges_honestly
     assert _audits(node, "quarantine_cleared") == ["system"]
     submit(student, problem, now=now)
     assert len(claim(identity, now=now)) == 1
