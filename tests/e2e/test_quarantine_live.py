@@ -27,8 +27,9 @@ SUMS = "import time\ntime.sleep(0.5)\na, b = map(int, input().split())\nprint(a 
 
 class ContractNode(threading.Thread):
     """A node that joined with its code and keeps its heartbeat fresh; with `answer`, it also
-    long-polls for one job at a time and posts `answer(job)` as the result at once.
-    Bounded: it stops at `stop()` or after `seconds`, whichever comes first."""
+    takes one job at a time and posts `answer(job)` as the result at once, carrying its next
+    claim in the post as the agent does (a long-poll claim when the post brings none).
+    Bounded: it stops at `finish()` or after `seconds`, whichever comes first."""
 
     def __init__(self, server_url: str, node, *, answer=None, seconds: float = 300):
         super().__init__(daemon=True)
@@ -42,20 +43,31 @@ class ContractNode(threading.Thread):
         self.failure: BaseException | None = None
         self._halt = threading.Event()
 
+    def _beat(self) -> None:
+        beat = self.client.heartbeat()
+        assert beat.status_code == 200, beat.text
+
     def run(self):
         try:
+            jobs, beaten = [], 0.0
             while not self._halt.is_set() and time.monotonic() < self.deadline:
-                beat = self.client.heartbeat()
-                assert beat.status_code == 200, beat.text
+                if time.monotonic() - beaten >= 0.5:
+                    self._beat()
+                    beaten = time.monotonic()
                 if self.answer is None:
                     self._halt.wait(0.5)
                     continue
-                claimed = self.client.claim(free_slots=1, wait_ms=500)
-                assert claimed.status_code == 200, claimed.text
-                for job in claimed.json()["jobs"]:
-                    posted = self.client.result(job["jobId"], {"leaseEpoch": job["leaseEpoch"], **self.answer(job)})
-                    assert posted.status_code == 200, posted.text
-                    self.posted.append((job["jobId"], posted.json()["status"]))
+                if not jobs:
+                    claimed = self.client.claim(free_slots=1, wait_ms=500)
+                    assert claimed.status_code == 200, claimed.text
+                    jobs = claimed.json()["jobs"]
+                    continue
+                job = jobs.pop(0)
+                posted = self.client.result(job["jobId"], {"leaseEpoch": job["leaseEpoch"], **self.answer(job),
+                                                           "claim": {"freeSlots": 1}})
+                assert posted.status_code == 200, posted.text
+                self.posted.append((job["jobId"], posted.json()["status"]))
+                jobs += posted.json()["jobs"]
         except BaseException as exc:  # noqa: BLE001 - reported by finish()
             self.failure = exc
 
