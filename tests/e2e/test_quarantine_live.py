@@ -126,13 +126,12 @@ def test_a_node_that_fails_every_job_is_quarantined_and_the_healthy_node_judges_
     student_api, admin_api = api_session(UserFactory()), api_session(judgers_admin())
     submissions = submit(student_api, url, make_problem(languages=("python",), cases=2), 50)
 
-    wait_for(lambda: all(status_of(student_api, url, s)["status"] not in ("PENDING", "COMPILING", "JUDGING")
-                         for s in submissions), 300, "every submission judged", agent)
+    jobs = JudgeJob.objects.filter(submission_type="ALGO", submission_id__in=submissions)
+    wait_for(lambda: not jobs.exclude(state__in=JobState.TERMINAL).exists(), 300, "every submission judged", agent)
     hole.finish()
 
     statuses = {status_of(student_api, url, s)["status"] for s in submissions}
     assert statuses == {"AC"}, "no SYSTEM_ERROR: each submission has the healthy node's verdict"
-    jobs = JudgeJob.objects.filter(submission_type="ALGO", submission_id__in=submissions)
     assert {(j.state, j.settled_node_id) for j in jobs} == {(JobState.COMPLETED, healthy.pk)}
     # The bad node failed exactly its K different jobs, each sent back to the queue, and
     # then got none: quarantined by its K-th error.
