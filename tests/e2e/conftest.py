@@ -5,13 +5,14 @@ import shutil
 import time
 
 import pytest
+import requests
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
 from nodes.models import DesiredState, JudgeNode
 from nodes.services import node_register
 from tests.agents import REPO, AgentProcess, private_dir
-from tests.factories import HostGroupFactory, mark_verified
+from tests.factories import HostGroupFactory, UserFactory, mark_verified
 from tests.live import LiveServer, free_port
 
 REQUIRE = os.environ.get("KECE_REQUIRE_SERVICES") == "1"
@@ -139,6 +140,42 @@ def agents(server, tls, settings):
     fleet = Agents(server, tls)
     yield fleet
     fleet.stop()
+
+
+@pytest.fixture
+def fleet_on(tls, tmp_path, settings):
+    """`fleet_on(**env)`: a server of its own with `env` over the fast timings, and the
+    `Agents` for it; both stopped at the end."""
+    settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (1024, 65535)]
+    started = []
+
+    def start(**env) -> Agents:
+        server = start_server(tls, tmp_path, **env)
+        started.append(Agents(server, tls))
+        return started[-1]
+
+    yield start
+    for fleet in started:
+        fleet.stop()
+        fleet.server.stop()
+
+
+def judgers_admin():
+    """A user with the `manage_judgers` permission (an admin of the node fleet)."""
+    from django.contrib.auth.models import Permission
+
+    admin = UserFactory()
+    admin.user_permissions.add(Permission.objects.get(codename="manage_judgers"))
+    return admin
+
+
+def api_session(user) -> requests.Session:
+    """HTTP as `user`, by the API token a script would use."""
+    from rest_framework.authtoken.models import Token
+
+    http = requests.Session()
+    http.headers["Authorization"] = f"Token {Token.objects.create(user=user).key}"
+    return http
 
 
 def job_of(submission):

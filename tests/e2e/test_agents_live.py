@@ -12,23 +12,12 @@ from judging import artifacts
 from judging.models import JobState, JudgeJob, SettlementEvent
 from judging.services.problems import problem_import
 from judging.services.submit import submission_submit
-import requests
-
 from nodes import canaries
 from nodes.models import DesiredState
-from tests.e2e.conftest import job_of, need_pool, terminal, wait_for
+from tests.e2e.conftest import api_session, job_of, judgers_admin, need_pool, terminal, wait_for
 from tests.factories import UserFactory, make_problem
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-def admin_token() -> str:
-    from django.contrib.auth.models import Permission
-    from rest_framework.authtoken.models import Token
-
-    admin = UserFactory()
-    admin.user_permissions.add(Permission.objects.get(codename="manage_judgers"))
-    return Token.objects.create(user=admin).key
-
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 EXTENSIONS = {"cpp": "cpp", "java": "java", "python": "py", "arkts": "ts", "mysql": "sql"}
@@ -73,8 +62,7 @@ def test_a_registered_agent_passes_its_checks_and_can_then_be_enabled(agents):
     agent = agents.start(node)
     node.refresh_from_db()
     assert node.desired_state == DesiredState.PENDING_VERIFICATION
-    admin = requests.Session()
-    admin.headers["Authorization"] = f"Token {admin_token()}"
+    admin = api_session(judgers_admin())
     base = f"{agents.server.url}/api/v1/admin/judgers/{node.pk}"
     refused = admin.patch(base, json={"revision": node.revision, "desiredState": "ENABLED"})
     assert (refused.status_code, refused.json()["error"]) == (409, "not_verified")
@@ -98,8 +86,7 @@ def test_the_real_agent_judges_every_canary_of_its_pool_as_expected(agents):
     pools = ["cpp", "java", "python", "arkts", "mysql"]
     for pool in pools:
         need_pool(pool)
-    admin = requests.Session()
-    admin.headers["Authorization"] = f"Token {admin_token()}"
+    admin = api_session(judgers_admin())
     checks = {}
     for pool in pools:
         node = agents.register(pool, slots=1)
@@ -146,30 +133,22 @@ def test_kill_9_mid_job_another_agent_completes_it_once(agents):
     assert SettlementEvent.objects.filter(job=job).count() == 1
 
 
-def test_a_restarted_agent_takes_its_job_back_at_once(tls, tmp_path, settings):
-    from tests.e2e.conftest import Agents, start_server
-
+def test_a_restarted_agent_takes_its_job_back_at_once(fleet_on):
     need_pool("python")
-    settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (1024, 65535)]
-    server = start_server(tls, tmp_path, KECE_LEASE_TTL_MS=60000, KECE_RENEW_INTERVAL_MS=15000)
-    fleet = Agents(server, tls)
-    try:
-        node = fleet.register("python", slots=1)
-        agent = fleet.start(node, slots=1)
-        fleet.enable(node)
-        submission = submission_submit(user=UserFactory(), problem_id=_slow_problem().pk, language="python",
-                                       code=SLOW_CODE)
-        wait_for(lambda: job_of(submission).state == JobState.RUNNING, 60, "the agent runs the job", agent)
-        os.killpg(agent.pid, signal.SIGKILL)
-        restarted_at = time.monotonic()
-        again = fleet.start(node, slots=1)
-        wait_for(lambda: job_of(submission).lease_epoch == 2, 30, "the job leased again", again)
-        assert time.monotonic() - restarted_at < 20, "not through the 60 s lease expiry"
-        wait_for(lambda: terminal(submission), 60, "the job finished", again)
-        assert job_of(submission).settled_node_id == node.pk
-    finally:
-        fleet.stop()
-        server.stop()
+    fleet = fleet_on(KECE_LEASE_TTL_MS=60000, KECE_RENEW_INTERVAL_MS=15000)
+    node = fleet.register("python", slots=1)
+    agent = fleet.start(node, slots=1)
+    fleet.enable(node)
+    submission = submission_submit(user=UserFactory(), problem_id=_slow_problem().pk, language="python",
+                                   code=SLOW_CODE)
+    wait_for(lambda: job_of(submission).state == JobState.RUNNING, 60, "the agent runs the job", agent)
+    os.killpg(agent.pid, signal.SIGKILL)
+    restarted_at = time.monotonic()
+    again = fleet.start(node, slots=1)
+    wait_for(lambda: job_of(submission).lease_epoch == 2, 30, "the job leased again", again)
+    assert time.monotonic() - restarted_at < 20, "not through the 60 s lease expiry"
+    wait_for(lambda: terminal(submission), 60, "the job finished", again)
+    assert job_of(submission).settled_node_id == node.pk
 
 
 def test_a_corrupted_artifact_is_retried_and_ends_in_system_error_never_a_verdict(agents):
