@@ -46,7 +46,8 @@ class Command(BaseCommand):
             for pool in available:
                 demo.start_agent(pool, tls, weak)
             enabled = demo.verify_and_enable(nodes)
-            say(f"open {demo.base}/ (homepage and judge status), {demo.base}/problems (problems; sign in as"
+            say(f"open {demo.base}/admin/judgers (the console; sign in as admin), {demo.base}/ (homepage and"
+                f" judge status), {demo.base}/problems (problems; sign in as"
                 f" student to submit), {demo.base}/api/docs/ (API reference), {demo.base}/django-admin/ (tables)"
                 f" — users admin and student, password {demo.password}")
             demo.follow(demo.submit_samples(enabled))
