@@ -24,6 +24,8 @@ class Command(BaseCommand):
             raise CommandError("the demo runs on the embedded default: unset DATABASE_URL and REDIS_URL")
         state = Path(state_dir)
         state.mkdir(parents=True, exist_ok=True)
+        # The embedded database's folder (var/ in a fresh checkout) may not exist yet.
+        Path(settings.DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         demo = Demo(port=port, state_dir=state, judge_mysql_url=judge_mysql_url,
                     pools=[p for p in pools.split(",") if p] or None)
         weak = not sandbox_usable()
