@@ -3,7 +3,8 @@ many worker processes as the host gives this container cores.
 
 `--workers auto` (the default when no `--workers` is given) is the number of cores the
 process may run on (its CPU affinity), capped by a cgroup v2 CPU quota (`cpus:` in Compose,
-`--cpus` in Docker), which the affinity does not show. Each process holds at most
+`--cpus` in Docker), which the affinity does not show — and one process on SQLite (the
+embedded default), which allows no second server process. Each process holds at most
 KECE_DB_THREADS + KECE_WEB_THREADS + KECE_ADMIN_THREADS database connections.
 """
 
@@ -45,10 +46,15 @@ def uvicorn_argv(args: list[str], cores: int) -> list[str]:
     return ["uvicorn", APPLICATION, *resolved]
 
 
+def web_processes(environ=os.environ) -> int:
+    database = environ.get("DATABASE_URL", "")
+    return usable_cores() if database.startswith(("mysql", "mariadb")) else 1
+
+
 def main() -> None:
     from uvicorn.main import main as uvicorn_main
 
-    argv = uvicorn_argv(sys.argv[1:], usable_cores())
+    argv = uvicorn_argv(sys.argv[1:], web_processes())
     uvicorn_main.main(args=argv[1:], prog_name=argv[0])
 
 

@@ -2,7 +2,7 @@
 
 import os
 
-from kece.serve import APPLICATION, usable_cores, uvicorn_argv
+from kece.serve import APPLICATION, usable_cores, uvicorn_argv, web_processes
 
 
 def test_it_runs_one_process_per_core_unless_told_otherwise():
@@ -22,3 +22,9 @@ def test_a_cpu_quota_caps_the_processes(tmp_path):
     cpu_max.write_text("max 100000\n")
     assert usable_cores(cpu_max) == affinity
     assert usable_cores(tmp_path / "absent") == affinity
+
+
+def test_the_embedded_default_runs_one_process_whatever_the_cores():
+    assert web_processes({}) == 1
+    assert web_processes({"DATABASE_URL": "sqlite:///var/kece.sqlite3"}) == 1
+    assert web_processes({"DATABASE_URL": "mysql://kece@db:3306/kece"}) == usable_cores()
