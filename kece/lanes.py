@@ -30,8 +30,8 @@ _thread_state = threading.local()
 def _call_pooled(function, args, kwargs):
     """Run `function` on a lane thread, which keeps one database connection for its life.
 
-    A connection idle for a while is pinged before use, and any error closes it (the next
-    task reconnects). The connection is kept whatever CONN_MAX_AGE says: the lane is small
+    A connection idle for a while is pinged before use; an error that escapes closes it,
+    and one the task handled closes it if it no longer answers (the next task reconnects). The connection is kept whatever CONN_MAX_AGE says: the lane is small
     and fixed, so its connections are too.
     """
     if connection.connection is not None and time.monotonic() - getattr(_thread_state, "last_use", 0) > \
@@ -45,6 +45,13 @@ def _call_pooled(function, args, kwargs):
     finally:
         if connection.in_atomic_block or connection.needs_rollback:
             connection.close()  # never hand a half-open transaction to the next task
+        elif connection.errors_occurred:
+            # A database error the task handled itself (a view's error answer): the
+            # connection may be dead (a server restart); keep it only if it still answers.
+            if connection.is_usable():
+                connection.errors_occurred = False
+            else:
+                connection.close()
         _thread_state.last_use = time.monotonic()
 
 

@@ -16,6 +16,7 @@ from django.db import connection
 from judging.models import JobState, JudgeJob
 from tests.api.helpers import make_admin, person
 from tests.factories import make_node, make_problem
+from tests.judging.helpers import submit as submit_in_process
 from tests.live import LiveServer
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -30,7 +31,7 @@ def token_of(user) -> str:
     return Token.objects.get_or_create(user=user)[0].key
 
 
-def submit(server, token, problem) -> requests.Response:
+def submit_over_http(server, token, problem) -> requests.Response:
     """One submission on a fresh connection (each may reach any server process)."""
     return requests.post(server.url + SUBMIT, json={"problemId": problem.pk, "language": "python", "code": "print(1)"},
                          headers={"Authorization": f"Token {token}", "Connection": "close"}, timeout=30)
@@ -87,9 +88,9 @@ def test_a_submission_is_answered_while_admin_requests_wait_on_a_lock(tmp_path):
         try:
             for thread in edits:
                 thread.start()
-            wait_until(lambda: lock_waits() >= 1, timeout=20, message=f"an admin request waits on the node lock")
+            wait_until(lambda: lock_waits() >= 1, timeout=20, message="an admin request waits on the node lock")
 
-            accepted = submit(server, student_token, problem)
+            accepted = submit_over_http(server, student_token, problem)
             summary = requests.get(server.url + "/api/v1/system/judgers/summary", timeout=30)
 
             assert accepted.status_code == 202, accepted.text
@@ -129,7 +130,7 @@ def test_two_server_processes_share_submissions_claims_and_wake_ups(tmp_path):
     server = LiveServer(workers=2, log_path=log,
                         env={"KECE_LOG_LEVEL": "INFO", "KECE_CLAIM_FALLBACK_MS": 60000, "KECE_CLAIM_WAIT_MS": 20000})
 
-    def leased(submission_id) -> bool:
+    def is_leased(submission_id) -> bool:
         probe = raw_connection()
         try:
             cursor = probe.cursor()
@@ -148,11 +149,11 @@ def test_two_server_processes_share_submissions_claims_and_wake_ups(tmp_path):
             for node in nodes:
                 waiting.append(asyncio.create_task(http.post(CLAIM, json={"freeSlots": 1, "waitMs": 20000}, headers={
                     "Authorization": f"Bearer {node.secret}", "X-Judge-Session": str(node.session_epoch)})))
-                answer = await asyncio.to_thread(submit, server, token, problem)
+                answer = await asyncio.to_thread(submit_over_http, server, token, problem)
                 assert answer.status_code == 202, answer.text
                 accepted.append(answer.json()["submissionId"])
                 # Only the newest claim is free: this job is its, whichever process it is in.
-                await asyncio.to_thread(wait_until, lambda: leased(accepted[-1]), timeout=20,
+                await asyncio.to_thread(wait_until, lambda: is_leased(accepted[-1]), timeout=20,
                                         message="the job is leased")
             return accepted, [a.json() for a in await asyncio.gather(*waiting)]
 
@@ -176,3 +177,30 @@ def test_two_server_processes_share_submissions_claims_and_wake_ups(tmp_path):
     assert len(set(submitted_by.values())) == 2, f"submissions served by {Counter(submitted_by.values())}"
     assert len({pids[0] for pids in leases.values()}) == 2, "claims served by both processes"
     assert any(leases[job][0] != pid for job, pid in submitted_by.items()), "a wake-up crossed processes"
+
+
+def test_a_lost_database_connection_costs_one_request_not_every_one_after(tmp_path):
+    """The database drops the connection a user-lane thread keeps (a restart, a timeout):
+    the request that meets it fails, and the next one is served on a new connection."""
+    student = person("student")
+    token = token_of(student)
+    submission = submit_in_process(student, make_problem(languages=("python",)))
+    connection.close()
+    path = f"/api/v1/submissions/ALGO/{submission.pk}"
+    server = LiveServer(env={"KECE_WEB_THREADS": 1}, log_path=tmp_path / "server.log")
+    with server:
+        def read():
+            return requests.get(server.url + path, headers={"Authorization": f"Token {token}"}, timeout=30)
+
+        assert read().status_code == 200  # the lane's one thread now holds a connection
+        admin = raw_connection()
+        try:
+            cursor = admin.cursor()
+            cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
+                           " AND ID != CONNECTION_ID()")
+            for (thread_id,) in cursor.fetchall():
+                cursor.execute(f"KILL CONNECTION {thread_id}")
+        finally:
+            admin.close()
+        assert read().status_code != 200
+        assert read().status_code == 200
