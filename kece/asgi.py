@@ -4,7 +4,7 @@
   that no request thread is held while it waits, and the result post, one per job.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
   middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
-  on the bounded database pool of `judging.waiting`.
+  on the node lane (`kece.lanes`), whose threads `judging.waiting` uses too.
 - Everything else is the ordinary Django application, its synchronous middleware and view
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
@@ -84,8 +84,9 @@ class ContractASGIHandler(ASGIHandler):
         return request, error_response
 
 
-# Served on the admin lane: heavy or rare work (the console, rejudges, checks, Django's
-# admin, the schema) that must not hold up submissions.
+# Served on the admin lane: heavy or rare work that must not hold up submissions — the
+# admin API (rejudges, checks), the judgers console's place (`/admin/judgers`, ARCHITECTURE
+# §1), Django's admin, the schema and its docs.
 ADMIN_PREFIXES = ("/api/v1/admin/", "/admin/", "/django-admin/", "/api/schema/", "/api/docs/")
 
 

@@ -13,15 +13,12 @@ slow console pages or rejudges cannot hold up a submission or a claim.
 """
 
 import asyncio
-import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection
-
-logger = logging.getLogger("kece.lanes")
 
 IDLE_PING_SECONDS = 30.0
 _thread_state = threading.local()
@@ -31,8 +28,9 @@ def _call_pooled(function, args, kwargs):
     """Run `function` on a lane thread, which keeps one database connection for its life.
 
     A connection idle for a while is pinged before use; an error that escapes closes it,
-    and one the task handled closes it if it no longer answers (the next task reconnects). The connection is kept whatever CONN_MAX_AGE says: the lane is small
-    and fixed, so its connections are too.
+    and one the task handled closes it if it no longer answers (the next task reconnects).
+    The connection is kept whatever CONN_MAX_AGE says: the lane is small and fixed, so its
+    connections are too.
     """
     if connection.connection is not None and time.monotonic() - getattr(_thread_state, "last_use", 0) > \
             IDLE_PING_SECONDS and not connection.is_usable():
