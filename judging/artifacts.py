@@ -33,8 +33,14 @@ def path_for(digest: str) -> Path:
     return root() / digest[:2] / digest[2:4] / digest
 
 
+def entry_for(data: bytes) -> dict:
+    """The manifest entry `{digest, bytes}` of `data`, without storing it."""
+    return {"digest": sha256_hex(data), "bytes": len(data)}
+
+
 def store_bytes(data: bytes) -> dict:
-    """Store `data`; return its manifest entry `{digest, bytes}`."""
+    """Store `data` durably (written, synced, then renamed into place: a file in the store
+    is always whole); return its manifest entry `{digest, bytes}`."""
     digest = sha256_hex(data)
     target = path_for(digest)
     if not (target.exists() and target.stat().st_size == len(data)):

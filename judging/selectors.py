@@ -63,6 +63,8 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
     """Check that `digest` may be downloaded under this live lease; return its path.
 
     Not this node's live lease → LeaseLost; not one of the job's files → NotInManifest.
+    The job's source enters the content store here, from its submission row, the first
+    time a node asks for it (submitting writes no file).
     """
     from judging import artifacts
     from judging.models import JudgeJob
@@ -70,7 +72,8 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
     from kece.errors import LeaseLost, NotInManifest
 
     job = JudgeJob.objects.filter(pk=job_id).only(
-        "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot").first()
+        "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot", "submission_type",
+        "submission_id").first()
     if (
         job is None or job.state != JobState.RUNNING or job.node_id != identity.node_id
         or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
@@ -79,7 +82,20 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
         raise LeaseLost()
     if digest not in snapshot_digests(job.snapshot):
         raise NotInManifest()
-    return artifacts.path_for(digest)
+    path = artifacts.path_for(digest)
+    if digest == (job.snapshot.get("source") or {}).get("digest") and not path.exists():
+        _store_source(job, digest)
+    return path
+
+
+def _store_source(job, digest: str) -> None:
+    from judging import artifacts
+    from judging.models import SUBMISSION_MODELS
+
+    code = SUBMISSION_MODELS[job.submission_type].objects.filter(pk=job.submission_id).values_list(
+        "code", flat=True).first()
+    if code is not None and artifacts.sha256_hex(code.encode("utf-8")) == digest:
+        artifacts.store_bytes(code.encode("utf-8"))
 
 
 def job_payload(job, *, now) -> dict:

@@ -19,64 +19,28 @@ The Redis subscription also carries node changes, which drop cached identities
 lives (`keep_listening`), so nodes that come back in lockstep after their waits end, or
 after a pause, find their identities still cached instead of read again one by one.
 
-Database work runs on a small bounded thread pool whose threads keep their connections, so
-two hundred waiting claims need no more than `KECE_DB_THREADS` connections; under uvicorn
-the node API's other calls run on the same pool (`kece.asgi`).
+Database work runs on the node lane (`kece.lanes.NODE`), a small bounded thread pool whose
+threads keep their connections, so two hundred waiting claims need no more than
+`KECE_DB_THREADS` connections; under uvicorn the node API's other calls run on the same
+lane (`kece.asgi`).
 """
 
 import asyncio
 import logging
-import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from judging import wakeups
+from kece import lanes
 
 logger = logging.getLogger("kece.waiting")
 
-_executor: ThreadPoolExecutor | None = None
-
-
-def _db_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=settings.KECE_DB_THREADS, thread_name_prefix="kece-db")
-    return _executor
-
-
-IDLE_PING_SECONDS = 30.0
-_thread_state = threading.local()
-
-
-def _call_pooled(function, args, kwargs):
-    """Run `function` on a pool thread, which keeps one database connection for its life.
-
-    The pool is small and fixed, so the connections are too; reusing them spares every
-    claim and node call a fresh connect. A connection idle for a while is pinged before
-    use, and any error closes it (the next task reconnects).
-    """
-    if connection.connection is not None and time.monotonic() - getattr(_thread_state, "last_use", 0) > \
-            IDLE_PING_SECONDS and not connection.is_usable():
-        connection.close()
-    try:
-        return function(*args, **kwargs)
-    except BaseException:
-        connection.close()
-        raise
-    finally:
-        if connection.in_atomic_block or connection.needs_rollback:
-            connection.close()  # never hand a half-open transaction to the next task
-        _thread_state.last_use = time.monotonic()
-
 
 async def run_db(function, *args, **kwargs):
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_db_executor(), _call_pooled, function, args, kwargs)
+    return await lanes.NODE.run(function, *args, **kwargs)
 
 
 def claimable_in_pool(pool: str, limit: int) -> list:

@@ -4,8 +4,10 @@
   that no request thread is held while it waits, and the result post, one per job.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
   middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
-  on the bounded database pool of `judging.waiting`.
-- Everything else is the ordinary Django application.
+  on the node lane (`kece.lanes`), whose threads `judging.waiting` uses too.
+- Everything else is the ordinary Django application, its synchronous middleware and view
+  run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
+  what administrators touch on another, so neither queues behind the other.
 - Lifespan: the node-change subscription starts with the server; in the embedded default
   the in-process scheduler starts and stops with it.
 """
@@ -24,6 +26,7 @@ from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
 from judging.api.bare import send_json  # noqa: E402
+from kece import lanes  # noqa: E402
 from kece.errors import TooLarge  # noqa: E402
 
 
@@ -81,7 +84,39 @@ class ContractASGIHandler(ASGIHandler):
         return request, error_response
 
 
-django_application = ContractASGIHandler()
+# Served on the admin lane: heavy or rare work that must not hold up submissions — the
+# admin API (rejudges, checks), the judgers console's place (`/admin/judgers`, ARCHITECTURE
+# §1), Django's admin, the schema and its docs.
+ADMIN_PREFIXES = ("/api/v1/admin/", "/admin/", "/django-admin/", "/api/schema/", "/api/docs/")
+
+
+class LaneASGIHandler(ContractASGIHandler):
+    """Django's ASGI handler with the synchronous middleware chain and view run as one call
+    on a lane of warm threads with their own database connections (`kece.lanes`), instead
+    of one `sync_to_async` hop per middleware on a fresh thread (and connection) per
+    request. A view runs on one thread start to finish, so its transactions and
+    `on_commit` callbacks behave as under WSGI."""
+
+    def load_middleware(self, is_async=False):
+        super().load_middleware(is_async=False)
+
+    def lane(self, request) -> lanes.Lane:
+        return lanes.ADMIN if request.path.startswith(ADMIN_PREFIXES) else lanes.USER
+
+    async def __call__(self, scope, receive, send):
+        # Without Django's per-request ThreadSensitiveContext: it would start a thread per
+        # request only to send the request signals, whose receivers find no connection
+        # there to close. The lanes own the connections; nothing here streams a
+        # synchronous iterator (static files have their own handler).
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
+
+    async def get_response_async(self, request):
+        return await self.lane(request).run(self.get_response, request)
+
+
+django_application = LaneASGIHandler()
 
 if settings.KECE_SERVE_STATIC:
     # No proxy in front (the embedded default): serve static files (the pages' styles and
@@ -93,7 +128,6 @@ if settings.KECE_SERVE_STATIC:
 
 from judging.api.claim import asgi_claim  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
-from judging.waiting import run_db  # noqa: E402
 from kece.converters import IdConverter  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
@@ -101,10 +135,11 @@ CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
 RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
 
 
-class InternalASGIHandler(ContractASGIHandler):
-    """Django's ASGI handler for the machine-to-machine API: no middleware, and each request
-    handled start to finish on the bounded database pool, whose threads keep their
-    connections, instead of on a fresh thread (and a fresh connection) per request."""
+class InternalASGIHandler(LaneASGIHandler):
+    """Django's ASGI handler for the machine-to-machine API: no middleware, on the node
+    lane. Django's own `__call__`: artifact downloads stream files."""
+
+    __call__ = ContractASGIHandler.__call__
 
     def load_middleware(self, is_async=False):
         self._view_middleware = []
@@ -112,8 +147,8 @@ class InternalASGIHandler(ContractASGIHandler):
         self._exception_middleware = []
         self._middleware_chain = convert_exception_to_response(self._get_response)
 
-    async def get_response_async(self, request):
-        return await run_db(self.get_response, request)
+    def lane(self, request) -> lanes.Lane:
+        return lanes.NODE
 
 
 internal_application = InternalASGIHandler()

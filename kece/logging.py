@@ -1,4 +1,7 @@
-"""One log line per event: `ts level logger msg key=value…`, greppable by job and lease."""
+"""One log line per event: `ts level logger msg pid=… key=value…`, greppable by job and lease.
+
+`pid` tells apart the lines of the web tier's several processes, which share one stream.
+"""
 
 import json
 import logging
@@ -20,6 +23,7 @@ class KeyValueFormatter(logging.Formatter):
             record.levelname,
             record.name,
             _format_value(record.getMessage()),
+            f"pid={record.process}",
         ]
         parts += [f"{k}={_format_value(v)}" for k, v in vars(record).items() if k not in _STANDARD]
         line = " ".join(parts)

@@ -31,8 +31,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     """Accept a submission and queue its judging.
 
     1. Validate problem, language (→ pool), code size and practice link.
-    2. Store the source in the content store (outside the transaction: content-addressed,
-       so a rolled-back submit leaves at most an unreferenced file).
+    2. Digest the source. Its durable copy is the submission row; the content store gets
+       it when a node first downloads it (`selectors.artifact_for_lease`), so a submit
+       writes and syncs no file besides the database's own commit.
     3. One transaction: insert the submission, its job (generation 1) and the pointer.
     4. After commit, wake the pool's waiting claims (best effort).
     """
@@ -51,7 +52,7 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if len(source_bytes) > MAX_SOURCE_BYTES:
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
     practice = _validated_practice(lesson_practice_id, problem)
-    source = artifacts.store_bytes(source_bytes)
+    source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]

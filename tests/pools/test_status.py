@@ -106,6 +106,35 @@ def test_the_homepage_status_fragment_and_summary_run_no_sql_with_a_warm_cache(
             assert client.get(path).status_code == 200
 
 
+class CountingCache:
+    """The cache, counting the round trips a request makes to it."""
+
+    def __init__(self, inner):
+        self.inner, self.reads = inner, 0
+
+    def get(self, *args, **kwargs):
+        self.reads += 1
+        return self.inner.get(*args, **kwargs)
+
+    def get_many(self, *args, **kwargs):
+        self.reads += 1
+        return self.inner.get_many(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_visitor_costs_one_cache_read_even_when_only_the_last_good_snapshot_is_left(
+        client, node_a, monkeypatch):
+    snapshot.refresh_step(now=timezone.now() - timedelta(minutes=5))
+    cache.delete(snapshot.CACHE_KEY)  # the current snapshot expired; the last good one stays
+    counting = CountingCache(cache)
+    monkeypatch.setattr(snapshot, "cache", counting)
+    body = client.get("/api/v1/system/judgers/summary").json()
+    assert body["freshness"] == "stale" and body["readyPools"] == 1
+    assert counting.reads == 1
+
+
 def test_the_summary_lets_a_proxy_share_it_and_answers_conditional_gets(client, node_a):
     snapshot.refresh_step()
     first = client.get("/api/v1/system/judgers/summary")

@@ -1,0 +1,277 @@
+"""Ingest benchmark: submissions over HTTP as students send them, on MariaDB + Redis + uvicorn
++ the Celery worker (as in production).
+
+    python bench/ingest.py [--quick] [--workers N]
+
+Prints:
+  1. sequential `POST /api/v1/submissions` p50/p95, and the public reads (the status summary,
+     the homepage) p50/p95;
+  2. 300 submissions from 8 and from 64 concurrent clients (token-authenticated students):
+     accepted per second, p50/p95/max, errors (anything but 202, a 429 included); and the
+     same service (`submission_submit`) called in-process from as many threads, for the
+     ratio HTTP ÷ in-process (target at 64: at least 0.5); p95 at 64 against what a fair
+     queue gives (1.5 × 64 ÷ the accept rate);
+  3. a 300-submission burst from 8 HTTP clients while 16 simulated slots (4 nodes × 4, a
+     200 ms judge, `bench/dispatch.py`) judge: makespan ÷ ideal (target: within 10 %).
+The acceptance phases submit to a pool no node serves, so their jobs stay out of the burst.
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+import threading
+import time
+
+try:
+    from bench._django import percentile, setup
+except ImportError:
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench._django import percentile, setup
+
+from bench import dispatch
+
+SUBMIT = "/api/v1/submissions"
+
+
+def source() -> str:
+    """A program of its own for every submission, as students send them."""
+    return f"print(int(input()) + 1)  # {time.time_ns()} {os.getpid()} {threading.get_ident()}\n"
+
+
+class Clients:
+    """aiohttp, one connection per client: the load generator shares the machine with the
+    server, so it spends as little CPU per request as it can."""
+
+    def __init__(self, session, base_url: str, tokens: list[str], problem_id: int, language: str):
+        self.session, self.base_url, self.tokens = session, base_url, tokens
+        self.problem_id, self.language = problem_id, language
+
+    async def submit(self, client: int) -> tuple[int, float, dict]:
+        headers = {"Authorization": f"Token {self.tokens[client % len(self.tokens)]}"}
+        body = {"problemId": self.problem_id, "language": self.language, "code": source()}
+        start = time.perf_counter()
+        async with self.session.post(self.base_url + SUBMIT, json=body, headers=headers) as response:
+            answer = await response.json(content_type=None)
+            return response.status, time.perf_counter() - start, answer
+
+    async def get(self, path: str) -> float:
+        start = time.perf_counter()
+        async with self.session.get(self.base_url + path) as response:
+            await response.read()
+            assert response.status == 200, (path, response.status)
+        return time.perf_counter() - start
+
+    async def burst(self, count: int, clients: int, on_accepted=None) -> dict:
+        """`count` submissions shared out among `clients` concurrent clients."""
+        left = iter(range(count))
+        latencies, errors = [], 0
+
+        async def client(number):
+            nonlocal errors
+            for _ in left:
+                status, seconds, answer = await self.submit(number)
+                if status != 202:
+                    errors += 1
+                    continue
+                latencies.append(seconds)
+                if on_accepted is not None:
+                    on_accepted(answer)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client(n) for n in range(clients)))
+        elapsed = time.perf_counter() - start
+        return {"rate": len(latencies) / elapsed, "latencies": latencies, "errors": errors, "elapsed": elapsed}
+
+
+def session_for(clients: int):
+    import aiohttp
+
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients),
+                                 timeout=aiohttp.ClientTimeout(total=120))
+
+
+def in_process_rate(users, problem, language: str, count: int, threads: int) -> float:
+    """Submissions per second of `submission_submit` itself, from `threads` threads."""
+    from django.db import connection
+    from judging.services.submit import submission_submit
+
+    left = iter(range(count))
+    lock, barrier = threading.Lock(), threading.Barrier(threads + 1)
+
+    def worker(number):
+        try:
+            barrier.wait()
+            while True:
+                with lock:
+                    if next(left, None) is None:
+                        return
+                submission_submit(user=users[number % len(users)], problem_id=problem.pk, language=language,
+                                  code=source())
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in workers:
+        thread.join()
+    return count / (time.perf_counter() - start)
+
+
+async def http_phases(base, tokens, problem, quick: bool) -> dict:
+    results = {}
+    async with session_for(64) as session:
+        http = Clients(session, base, tokens, problem.pk, "cpp")
+        for _ in range(20):  # warm every lane thread, caches, connections
+            await http.submit(0)
+        sequential = []
+        for _ in range(50 if quick else 200):
+            status, seconds, _ = await http.submit(0)
+            assert status == 202, status
+            sequential.append(seconds)
+        results["sequential"] = sequential
+        for path in ("/api/v1/system/judgers/summary", "/"):
+            results[path] = [await http.get(path) for _ in range(50 if quick else 200)]
+        for clients in (8, 64):
+            results[clients] = await http.burst(300, clients)
+    return results
+
+
+def _submit_when_told(base, tokens, problem_id, count, clients, go, out) -> None:
+    """Submitter process: the burst's HTTP clients run in an interpreter of their own, like
+    students' browsers, so that they do not hold the simulated nodes' GIL."""
+
+    async def run():
+        async with session_for(clients) as session:
+            http = Clients(session, base, tokens, problem_id, "python")
+            await http.submit(0)  # warm: the connection, the first statements
+            out.put("ready")
+            await asyncio.to_thread(go.wait)
+            committed = []
+            started = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+            outcome = await http.burst(count, clients, on_accepted=lambda answer: committed.append(
+                (answer["submissionId"], time.perf_counter())))
+            return started, committed, outcome["errors"]
+
+    out.put(asyncio.run(run()))
+
+
+async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_count=4, slots=4, judge_seconds=0.2):
+    """`jobs` submissions over HTTP from `clients` students while the simulated nodes judge."""
+    import multiprocessing
+
+    nodes = await asyncio.to_thread(dispatch.make_nodes, nodes_count, slots)
+    context = multiprocessing.get_context("spawn")
+    go, out = context.Event(), context.Queue()
+    submitter = context.Process(target=_submit_when_told, args=(base, tokens, problem.pk, jobs, clients, go, out),
+                                daemon=True)
+    submitter.start()
+
+    async def scenario(timeline):
+        assert await asyncio.to_thread(out.get, True, 60) == "ready"
+        await asyncio.sleep(1.5)  # every node is waiting
+        go.set()
+        start, committed, errors = await asyncio.to_thread(out.get, True, 120)
+        assert not errors, errors
+        job_ids = await asyncio.to_thread(job_ids_of, [s for s, _ in committed])
+        arrivals = [at - start for _, at in committed]
+        while not all(j in timeline.done for j in job_ids):
+            await asyncio.sleep(0.01)
+        makespan = max(timeline.done[j] for j in job_ids) - start
+        ideal = jobs * judge_seconds / (nodes_count * slots)
+        posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
+        return {"makespan": makespan, "ideal": ideal, "accept": arrivals[-1], "post_p50": percentile(posts, 50),
+                "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
+
+    try:
+        return await dispatch.gather_nodes(base, nodes, slots, judge_seconds, scenario)
+    finally:
+        submitter.join(10)
+
+
+def job_ids_of(submission_ids):
+    from django.db import connection
+    from judging.models import Submission
+
+    try:
+        return list(Submission.objects.filter(pk__in=submission_ids).values_list("current_judge_job_id", flat=True))
+    finally:
+        connection.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples (for a smoke run)")
+    parser.add_argument("--burst-only", action="store_true", help="only the judged bursts (3)")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("KECE_WEB_WORKERS", os.cpu_count() or 1)),
+                        help="uvicorn worker processes (default: KECE_WEB_WORKERS, else the cores)")
+    args = parser.parse_args()
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
+    setup("kece_bench_ingest")
+
+    from django.conf import settings
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+    from tests.factories import UserFactory, make_problem
+    from tests.live import LiveServer
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    students = UserFactory.create_batch(64)
+    tokens = [Token.objects.create(user=user).key for user in students]
+    unserved = make_problem(languages=("cpp",), cases=2)  # no node serves cpp here
+    judged = make_problem(languages=("python",), cases=2)
+    connection.close()
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[1]
+    server = LiveServer.for_database(dispatch.create_bench_user(database, dispatch.WEB_USER), workers=args.workers,
+                                     env={"KECE_IN_PROCESS_SCHEDULER": 0, "REDIS_URL": os.environ["REDIS_URL"]})
+    worker_db_url = dispatch.create_bench_user(database, dispatch.WORKER_USER)
+    with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_db_url, "KECE_CONN_MAX_AGE": "60"}):
+        if not args.burst_only:
+            http = asyncio.run(http_phases(server.url, tokens, unserved, args.quick))
+            in_process = {threads: in_process_rate(students, unserved, "cpp", 300, threads) for threads in (8, 64)}
+        bursts = [asyncio.run(submitted_burst(server.url, tokens, judged)) for _ in range(1 if args.quick else 3)]
+        # The same jobs queued before the nodes start: no submission in the way, so its ratio
+        # is what dispatching alone reaches on this machine as loaded as it is now.
+        queued = asyncio.run(dispatch.queued_burst(server.url, students, judged, 300, 4, 4, 0.2, server.process.pid))
+
+    ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
+    print(f"ingest benchmark: uvicorn ({args.workers} process{'es' if args.workers > 1 else ''}) + Celery worker/beat"
+          f" + MariaDB + Redis, {os.cpu_count()} cores shared with the load generator")
+    if not args.burst_only:
+        print_acceptance(http, in_process, ms)
+    median = sorted(bursts, key=lambda b: b["makespan"] / b["ideal"])[len(bursts) // 2]
+    ratio = median["makespan"] / median["ideal"]
+    print(f"  300 submissions over HTTP from 8 clients while 16 slots judge (200 ms): makespan"
+          f" {median['makespan']:.2f} s, ideal {median['ideal']:.2f} s, ratio {ratio:.3f}"
+          f" (target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}); accepting took {median['accept']:.2f} s,"
+          f" which alone allows {median['bound']:.3f}; result post p50 {ms(median['post_p50'])}")
+    ratios = ", ".join(f"{b['makespan'] / b['ideal']:.3f}" for b in bursts)
+    print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
+          f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now")
+
+
+def print_acceptance(http, in_process, ms):
+    spread = lambda v: f"p50 {ms(percentile(v, 50))}  p95 {ms(percentile(v, 95))}"  # noqa: E731
+    print(f"  sequential POST {SUBMIT}: {spread(http['sequential'])}")
+    print(f"  GET /api/v1/system/judgers/summary: {spread(http['/api/v1/system/judgers/summary'])};"
+          f"  GET / (homepage): {spread(http['/'])}")
+    for clients in (8, 64):
+        run = http[clients]
+        lat, ratio = run["latencies"], run["rate"] / in_process[clients]
+        print(f"  300 submissions, {clients} clients: {run['rate']:.1f} accepted/s, {spread(lat)}"
+              f"  max {ms(max(lat))}, errors {run['errors']}; in-process service from {clients} threads"
+              f" {in_process[clients]:.1f}/s: HTTP / in-process {ratio:.2f}")
+    fair = 1.5 * 64 / http[64]["rate"]
+    p95 = percentile(http[64]["latencies"], 95)
+    print(f"    64 clients: HTTP / in-process {http[64]['rate'] / in_process[64]:.2f} (target >= 0.5:"
+          f" {'met' if http[64]['rate'] >= 0.5 * in_process[64] else 'NOT met'}); p95 {ms(p95)} against a fair"
+          f" queue's 1.5 x 64 / rate = {ms(fair)} ({'met' if p95 <= fair else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()

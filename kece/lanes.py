@@ -1,0 +1,85 @@
+"""Bounded thread lanes for synchronous work under the ASGI server.
+
+Django's ASGI handler runs a synchronous view (and each synchronous middleware, one hop
+each) through `sync_to_async(thread_sensitive=True)`: a fresh thread per request, and with
+it a fresh database connection, set up and torn down for every request. A lane is a small
+fixed pool of threads instead, each keeping one database connection for its life, so a
+request costs one hop to a warm thread and no connect; the lane's size bounds both the
+threads and the connections a server process holds.
+
+Work is split into lanes by kind (`kece.asgi`): the node API, the user-facing requests,
+the administrators' requests. A lane that is full queues its own work only, so a burst of
+slow console pages or rejudges cannot hold up a submission or a claim.
+"""
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import connection
+
+IDLE_PING_SECONDS = 30.0
+_thread_state = threading.local()
+
+
+def _call_pooled(function, args, kwargs):
+    """Run `function` on a lane thread, which keeps one database connection for its life.
+
+    A connection idle for a while is pinged before use; an error that escapes closes it,
+    and one the task handled closes it if it no longer answers (the next task reconnects).
+    The connection is kept whatever CONN_MAX_AGE says: the lane is small and fixed, so its
+    connections are too.
+    """
+    if connection.connection is not None and time.monotonic() - getattr(_thread_state, "last_use", 0) > \
+            IDLE_PING_SECONDS and not connection.is_usable():
+        connection.close()
+    try:
+        return function(*args, **kwargs)
+    except BaseException:
+        connection.close()
+        raise
+    finally:
+        if connection.in_atomic_block or connection.needs_rollback:
+            connection.close()  # never hand a half-open transaction to the next task
+        elif connection.errors_occurred:
+            # A database error the task handled itself (a view's error answer): the
+            # connection may be dead (a server restart); keep it only if it still answers.
+            if connection.is_usable():
+                connection.errors_occurred = False
+            else:
+                connection.close()
+        _thread_state.last_use = time.monotonic()
+
+
+class Lane:
+    """A named pool of `size_setting` threads (read when first used)."""
+
+    def __init__(self, name: str, size_setting: str):
+        self.name, self.size_setting = name, size_setting
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return getattr(settings, self.size_setting)
+
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix=self.name)
+        return self._executor
+
+    async def run(self, function, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor(), _call_pooled, function, args, kwargs)
+
+
+# The node API: claims, results and the other machine calls (`judging.waiting.run_db`).
+NODE = Lane("kece-db", "KECE_DB_THREADS")
+# What users touch: submissions and their reads, the public status, the pages.
+USER = Lane("kece-web", "KECE_WEB_THREADS")
+# What administrators touch: the admin API (rejudge, checks), the console, Django's admin.
+ADMIN = Lane("kece-admin", "KECE_ADMIN_THREADS")

@@ -1,0 +1,62 @@
+"""`python -m kece.serve [uvicorn options]`: uvicorn serving `kece.asgi:application` with as
+many worker processes as the host gives this container cores.
+
+`--workers auto` (the default when no `--workers` is given) is the number of cores the
+process may run on (its CPU affinity), capped by a cgroup v2 CPU quota (`cpus:` in Compose,
+`--cpus` in Docker), which the affinity does not show — and one process on SQLite (the
+embedded default), which allows no second server process. Each process holds at most
+KECE_DB_THREADS + KECE_WEB_THREADS + KECE_ADMIN_THREADS database connections.
+"""
+
+import math
+import os
+import sys
+from pathlib import Path
+
+APPLICATION = "kece.asgi:application"
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cores(cpu_max: Path = CPU_MAX) -> int:
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota, period = cpu_max.read_text().split()
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here: the affinity is the limit
+    return cores
+
+
+def uvicorn_argv(args: list[str], cores: int) -> list[str]:
+    """uvicorn's command line for `args`, `auto` workers resolved to `cores`."""
+    resolved, found, i = [], False, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--workers" and i + 1 < len(args):
+            arg, i = f"--workers={args[i + 1]}", i + 1
+        if arg.startswith("--workers="):
+            found = True
+            if arg == "--workers=auto":
+                arg = f"--workers={cores}"
+        resolved.append(arg)
+        i += 1
+    if not found:
+        resolved.append(f"--workers={cores}")
+    return ["uvicorn", APPLICATION, *resolved]
+
+
+def web_processes(environ=os.environ) -> int:
+    database = environ.get("DATABASE_URL", "")
+    return usable_cores() if database.startswith(("mysql", "mariadb")) else 1
+
+
+def main() -> None:
+    from uvicorn.main import main as uvicorn_main
+
+    argv = uvicorn_argv(sys.argv[1:], web_processes())
+    uvicorn_main.main(args=argv[1:], prog_name=argv[0])
+
+
+if __name__ == "__main__":
+    main()
