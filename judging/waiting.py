@@ -34,13 +34,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from judging import wakeups
-from kece import lanes
+from kece.lanes import NODE as NODE_LANE
 
 logger = logging.getLogger("kece.waiting")
 
 
 async def run_db(function, *args, **kwargs):
-    return await lanes.NODE.run(function, *args, **kwargs)
+    return await NODE_LANE.run(function, *args, **kwargs)
 
 
 def claimable_in_pool(pool: str, limit: int) -> list:
