@@ -1,0 +1,122 @@
+"""Mutation testing of the node path's guards: claim, leases, settle, the lock helper and
+node authentication. Each guard removed or bent (mutmut's mutants) must fail a test.
+
+    python bench/mutation.py                    # all five modules, then the scores
+    python bench/mutation.py claim auth         # some of them
+    python bench/mutation.py --report           # only print the scores of the last runs
+    python bench/mutation.py --survivors settle # and show each surviving mutant's diff
+
+It runs against a MariaDB test database of its own (`test_kece_mutation`, from
+`KECE_MUTATION_DATABASE_URL`) and a Redis database of its own (`KECE_MUTATION_REDIS_URL`,
+db 15 by default), with the lock-order checker on, one mutant at a time. The tests are
+those of `[tool.mutmut]` in pyproject.toml; mutmut's first, clean run records which of them
+execute each function, and each mutant then runs only those. Results are kept in
+`mutants/` (git-ignored): a second run re-tests only what changed.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = {
+    "claim": "judging/services/claim.py",
+    "leases": "judging/services/leases.py",
+    "settle": "judging/services/settle.py",
+    "locking": "judging/locking.py",
+    "auth": "nodes/auth.py",
+}
+KILLED = {1, 3}  # a test failed, or pytest itself broke on the mutant
+SURVIVED = 0
+# Not counted either way: 33 "no test executes it", 34 skipped.
+UNTESTED = {33, 34}
+
+
+def environment() -> dict:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = os.environ.get("KECE_MUTATION_DATABASE_URL", "mysql://root:@127.0.0.1:3306/kece_mutation")
+    env["REDIS_URL"] = os.environ.get("KECE_MUTATION_REDIS_URL", "redis://127.0.0.1:6379/15")
+    env["KECE_REQUIRE_SERVICES"] = "1"
+    env["KECE_LOCK_ORDER_CHECK"] = "1"
+    env.setdefault("KECE_LOG_LEVEL", "WARNING")
+    # mutmut runs the tests in its own process (forking one per mutant): it must find the
+    # project's interpreter and packages.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def glob_of(path: str) -> str:
+    """mutmut names a mutant `<dotted module>.<mangled function>__mutmut_<n>`."""
+    return path.removesuffix(".py").replace("/", ".") + ".*"
+
+
+def run(names: list[str], env: dict) -> None:
+    mutmut = Path(sys.executable).parent / "mutmut"
+    for name in names:
+        print(f"== {name}: {MODULES[name]}", flush=True)
+        subprocess.run([str(mutmut), "run", "--max-children", "1", glob_of(MODULES[name])], cwd=ROOT, env=env,
+                       check=False)
+
+
+def results(path: str) -> dict[str, int | None]:
+    meta = ROOT / "mutants" / (path + ".meta")
+    if not meta.exists():
+        return {}
+    return json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def report(names: list[str], *, survivors: bool) -> float:
+    total_killed = total_counted = 0
+    print(f"{'module':<30} {'killed':>7} {'total':>6} {'score':>7}  other")
+    for name in names:
+        codes = results(MODULES[name])
+        killed = sum(1 for c in codes.values() if c in KILLED)
+        survived = sorted(k for k, c in codes.items() if c == SURVIVED)
+        other = {k: c for k, c in codes.items() if c not in KILLED and c != SURVIVED}
+        counted = killed + len(survived) + sum(1 for c in other.values() if c not in UNTESTED)
+        total_killed += killed
+        total_counted += counted
+        score = f"{100 * killed / counted:.1f}%" if counted else "-"
+        notes = ", ".join(f"{c}: {n}" for c, n in _tally(other).items())
+        print(f"{MODULES[name]:<30} {killed:>7} {counted:>6} {score:>7}  {notes}")
+        if survivors:
+            mutmut = Path(sys.executable).parent / "mutmut"
+            for key in survived:
+                print(f"--- survived: {key}", flush=True)
+                subprocess.run([str(mutmut), "show", key], cwd=ROOT, check=False)
+    overall = 100 * total_killed / total_counted if total_counted else 0.0
+    print(f"{'total':<30} {total_killed:>7} {total_counted:>6} {overall:>6.1f}%")
+    return overall
+
+
+def _tally(other: dict) -> dict:
+    labels = {None: "not run", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout", 24: "timeout",
+              -24: "timeout", 152: "timeout"}
+    tally = {}
+    for code in other.values():
+        label = labels.get(code, f"exit {code}")
+        tally[label] = tally.get(label, 0) + 1
+    return tally
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", metavar="module", help=f"of {', '.join(MODULES)}; default: all")
+    parser.add_argument("--report", action="store_true", help="print the scores of the last runs only")
+    parser.add_argument("--survivors", action="store_true", help="show the diff of every surviving mutant")
+    args = parser.parse_args()
+    names = args.modules or list(MODULES)
+    unknown = set(names) - set(MODULES)
+    if unknown:
+        parser.error(f"unknown module(s): {', '.join(sorted(unknown))}")
+    if not args.report:
+        env = environment()
+        run(names, env)
+    report(names, survivors=args.survivors)
+
+
+if __name__ == "__main__":
+    main()
