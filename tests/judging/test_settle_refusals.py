@@ -1,0 +1,301 @@
+"""Every refusal of a result, each on its own: one guard gone and one of these fails."""
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import JobState, JudgeJob, SettlementEvent, Submission
+from judging.services.rejudge import submission_delete
+from judging.services.settle import CaseResult, SettleRequest, job_settle_and_claim
+from kece.errors import Invalid, LeaseLost, ResultConflict, SessionSuperseded, Superseded, Unauthenticated
+from nodes.checks import node_check_start
+from nodes.models import JudgeNode
+from tests.factories import make_node, make_problem
+from tests.judging.helpers import claim, infra_error, judged, released, settle, submit
+from tests.nodes.test_checks import _diagnostic_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def running(student, problem, node_a):
+    """node_a holds the lease of one job of a two-case problem (weights 50 and 50)."""
+    node, identity = node_a
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    return node, identity, submission, job
+
+
+def _untouched(job, submission):
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.state, row.settled_lease_epoch, row.result_digest) == (JobState.RUNNING, None, "")
+    assert Submission.objects.get(pk=submission.pk).verdict is None
+    assert not SettlementEvent.objects.exists()
+
+
+# --- who posts -----------------------------------------------------------------------------------
+
+def test_a_revoked_or_rotated_credential_is_refused(running):
+    node, identity, submission, job = running
+    JudgeNode.objects.filter(pk=node.pk).update(credential_digest="0" * 64)
+    with pytest.raises(Unauthenticated):
+        settle(identity, judged(job))
+    JudgeNode.objects.filter(pk=node.pk).update(credential_digest=identity.credential_digest,
+                                                revoked_at=timezone.now())
+    with pytest.raises(Unauthenticated):
+        settle(identity, judged(job))
+    _untouched(job, submission)
+
+
+def test_an_old_or_closed_session_is_refused(running):
+    node, identity, submission, job = running
+    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=2)
+    with pytest.raises(SessionSuperseded):
+        settle(identity, judged(job))
+    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=1, session_open=False)
+    with pytest.raises(SessionSuperseded):
+        settle(identity, judged(job))
+    _untouched(job, submission)
+
+
+def test_an_unknown_job_is_a_lost_lease(running):
+    _, identity, _, job = running
+    with pytest.raises(LeaseLost):
+        settle(identity, replace(judged(job), job_id=job.pk + 1000))
+
+
+def test_an_unknown_outcome_is_invalid(running):
+    _, identity, submission, job = running
+    with pytest.raises(Invalid):
+        settle(identity, replace(judged(job), outcome="MAYBE"))
+    _untouched(job, submission)
+
+
+# --- which lease ---------------------------------------------------------------------------------------
+
+def test_a_lease_of_an_earlier_session_is_refused(running):
+    node, identity, submission, job = running
+    JudgeJob.objects.filter(pk=job.pk).update(session_epoch=0)
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job))
+    _untouched(job, submission)
+
+
+def test_a_lease_is_live_until_its_deadline_and_not_at_it(running):
+    _, identity, submission, job = running
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job), now=job.lease_until)
+    _untouched(job, submission)
+    assert settle(identity, judged(job), now=job.lease_until - timedelta(microseconds=1)) == "settled"
+
+
+def test_a_job_without_a_deadline_has_no_live_lease(running):
+    _, identity, submission, job = running
+    JudgeJob.objects.filter(pk=job.pk).update(lease_until=None)
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job))
+
+
+def test_a_job_that_is_no_longer_running_is_refused(running):
+    node, identity, submission, job = running
+    JudgeJob.objects.filter(pk=job.pk).update(state=JobState.QUEUED)
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job))
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
+
+
+def test_another_nodes_copy_of_a_settled_result_is_not_a_duplicate(running, node_b):
+    """The lease is named by node and epoch: the same body from another node is refused."""
+    _, identity, _, job = running
+    assert settle(identity, judged(job)) == "settled"
+    with pytest.raises(LeaseLost):
+        settle(node_b[1], judged(job))
+    with pytest.raises(LeaseLost):
+        settle(node_b[1], judged(job, verdict="WA"))
+
+
+def test_another_epochs_copy_of_a_settled_result_is_not_a_duplicate(running):
+    _, identity, _, job = running
+    assert settle(identity, judged(job)) == "settled"
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job, lease_epoch=job.lease_epoch + 1))
+
+
+def test_a_cancelled_job_is_superseded_for_its_holder_only(running, node_b):
+    _, identity, submission, job = running
+    submission_delete(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
+    with pytest.raises(LeaseLost):
+        settle(node_b[1], judged(job))
+    with pytest.raises(LeaseLost):
+        settle(identity, judged(job, lease_epoch=job.lease_epoch + 1))
+    with pytest.raises(Superseded):
+        settle(identity, judged(job))
+
+
+def test_a_cancelled_diagnostic_job_is_superseded(problem):
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    JudgeJob.objects.filter(pk=job.pk).update(state=JobState.CANCELLED)
+    with pytest.raises(Superseded):
+        settle(identity, judged(job))
+
+
+def test_a_job_its_submission_no_longer_points_at_is_superseded(running):
+    _, identity, submission, job = running
+    Submission.objects.filter(pk=submission.pk).update(current_judge_job_id=None)
+    with pytest.raises(Superseded):
+        settle(identity, judged(job))
+
+
+# --- what is posted ----------------------------------------------------------------------------------
+
+def _cases(*cases):
+    return tuple(CaseResult(ordinal=o, verdict=v, score=s) for o, v, s in cases)
+
+
+@pytest.mark.parametrize("verdict, score, cases", [
+    ("OK", 100, _cases((1, "AC", 50), (2, "AC", 50))),
+    ("AC", 101, _cases()),
+    ("WA", -1, _cases()),
+    ("AC", 100, _cases((1, "AC", 50), (3, "AC", 50))),
+    ("AC", 100, _cases((1, "AC", 50), (1, "AC", 50))),
+    ("AC", 100, _cases((1, "AC", 50), (2, "YES", 50))),
+    ("WA", 51, _cases((1, "AC", 51), (2, "WA", 0))),
+    ("WA", -1, _cases((1, "WA", -1))),
+    ("WA", 40, _cases((1, "AC", 50))),
+], ids=["verdict", "score-over", "score-under", "unknown-case", "repeated-case", "case-verdict",
+        "case-over-weight", "case-negative", "not-the-sum"])
+def test_a_judged_result_that_does_not_add_up_is_invalid(running, verdict, score, cases):
+    _, identity, submission, job = running
+    request = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
+                            score=score, cases=cases)
+    with pytest.raises(Invalid):
+        settle(identity, request)
+    _untouched(job, submission)
+
+
+@pytest.mark.parametrize("verdict, score, cases", [
+    ("AC", 100, _cases((1, "AC", 50), (2, "AC", 50))),
+    ("WA", 0, _cases((1, "WA", 0), (2, "WA", 0))),
+    ("WA", 50, _cases((2, "AC", 50))),
+    ("CE", 0, _cases()),
+], ids=["full", "nothing", "some-cases", "no-cases"])
+def test_a_judged_result_at_the_limits_is_accepted(running, verdict, score, cases):
+    _, identity, submission, job = running
+    request = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
+                            score=score, cases=cases)
+    assert settle(identity, request) == "settled"
+    assert Submission.objects.get(pk=submission.pk).score == score
+
+
+def test_a_sql_job_is_one_comparison_worth_the_whole_score(student, node_a):
+    _, identity = node_a
+    sql_node, sql_identity = make_node(pool="mysql")
+    submit(student, make_problem(kind="SQL"), language="mysql", code="SELECT 1;")
+    [job] = claim(sql_identity)
+    with pytest.raises(Invalid):
+        settle(sql_identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                           verdict="AC", score=100, cases=_cases((2, "AC", 100))))
+    assert settle(sql_identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                              verdict="AC", score=100, cases=_cases((1, "AC", 100)))) == "settled"
+
+
+def test_a_diagnostic_result_names_no_cases(problem):
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    with pytest.raises(Invalid):
+        settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                       verdict="AC", score=100, cases=_cases((1, "AC", 100))))
+
+
+def test_what_the_node_cuts_from_the_compile_output_does_not_change_the_result(running):
+    _, identity, submission, job = running
+    long = "x" * (64 * 1024)
+    first = replace(judged(job, verdict="CE", score=0, passing=[]), compile_output=long + "first tail")
+    assert settle(identity, first) == "settled"
+    assert settle(identity, replace(first, compile_output=long + "another tail")) == "duplicate"
+    with pytest.raises(ResultConflict):
+        settle(identity, replace(first, compile_output=long[:-1]))
+    assert Submission.objects.get(pk=submission.pk).compile_output == long
+
+
+# --- what a result does ----------------------------------------------------------------------------
+
+def test_an_accepted_result_writes_the_job_and_the_submission(running):
+    _, identity, submission, job = running
+    now = timezone.now()
+    request = replace(judged(job, verdict="WA", passing=[1]), time_ms=12, memory_kb=345, compile_output="warn")
+    assert settle(identity, request, now=now) == "settled"
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.state, row.finished_at, row.result_digest, row.settled_digest) == (
+        JobState.COMPLETED, now, request.digest(), request.digest())
+    assert (row.error, row.error_message, row.settled_status) == ("", "", "settled")
+    submission.refresh_from_db()
+    assert (submission.verdict, submission.score, submission.time_ms, submission.memory_kb) == ("WA", 50, 12, 345)
+    assert (submission.compile_output, submission.judged_at, submission.judged_generation) == ("warn", now, 1)
+    assert [c["verdict"] for c in submission.cases] == ["AC", "WA"]
+
+
+def test_an_infrastructure_error_without_a_code_is_recorded_as_one(running):
+    _, identity, _, job = running
+    assert settle(identity, replace(infra_error(job), error="")) == "requeued"
+    assert JudgeJob.objects.get(pk=job.pk).error == "infra_error"
+
+
+def test_the_result_of_a_lease_that_was_given_back_is_refused(running):
+    _, identity, submission, job = running
+    assert settle(identity, released(job)) == "requeued"
+    with pytest.raises(ResultConflict):
+        settle(identity, judged(job))
+    assert Submission.objects.get(pk=submission.pk).verdict is None
+
+
+# --- the claim a result carries ---------------------------------------------------------------------
+
+def _settle_and_claim(identity, request, free_slots=1, now=None):
+    return job_settle_and_claim(identity=identity, request=request, now=now or timezone.now(),
+                                free_slots=free_slots)
+
+
+def test_a_result_carrying_a_claim_leases_within_the_slots_asked(running, student, problem):
+    _, identity, _, job = running
+    for _ in range(3):
+        submit(student, problem)
+    status, carried = _settle_and_claim(identity, judged(job), free_slots=2)
+    assert status == "settled" and len(carried.jobs) == 2
+    assert all(j.carried_by_job_id == job.pk for j in JudgeJob.objects.filter(state=JobState.RUNNING))
+
+
+def test_a_result_carrying_no_slots_leases_nothing(running, student, problem):
+    _, identity, _, job = running
+    submit(student, problem)
+    status, carried = _settle_and_claim(identity, judged(job), free_slots=0)
+    assert (status, carried.jobs, carried.reason) == ("settled", [], "not_after_this_result")
+
+
+def test_a_diagnostic_result_carrying_a_claim_leases_nothing(student, problem):
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    submit(student, problem)
+    checks = ({"name": "python", "ok": True, "detail": "ran"},)
+    status, carried = _settle_and_claim(identity, replace(judged(job), checks=checks, cases=(), score=100))
+    assert (status, carried.jobs) == ("settled", [])
+
+
+def test_a_node_that_moved_host_group_claims_on_its_own_after_its_result(running, student, problem):
+    from dataclasses import replace as with_group
+
+    from tests.factories import HostGroupFactory
+
+    node, identity, _, job = running
+    submit(student, problem)
+    hinted = with_group(identity, host_group_id=node.host_group_id)
+    JudgeNode.objects.filter(pk=node.pk).update(host_group=HostGroupFactory())
+    status, carried = _settle_and_claim(hinted, judged(job))
+    assert (status, carried) == ("settled", None)
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.COMPLETED
