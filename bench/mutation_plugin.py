@@ -1,0 +1,31 @@
+"""pytest plugin for `bench/mutation.py`: mutmut runs pytest several times in one process,
+and forks each mutant's run from it. What one run leaves in process memory must not reach
+the next:
+
+- pytest-django with `--reuse-db` leaves the connection settings pointing at the test
+  database, so the next run would prefix it again (`test_test_…`) while the database pool
+  threads stay connected to the first one;
+- the node-auth and job-meta caches would answer for credentials and job ids that the next
+  run's fresh test data reuses.
+"""
+
+_database_names: dict[str, str] = {}
+
+
+def pytest_sessionstart(session):
+    from django.db import connections
+
+    from judging import waiting
+    from judging.services import job_meta
+    from nodes.auth import auth_cache
+
+    for alias in connections:
+        settings_dict = connections[alias].settings_dict
+        _database_names.setdefault(alias, settings_dict["NAME"])
+        settings_dict["NAME"] = _database_names[alias]
+    connections.close_all()
+    if waiting._executor is not None:  # its threads keep the last run's connections
+        waiting._executor.shutdown(wait=True)
+        waiting._executor = None
+    auth_cache.drop_where(lambda _: True)
+    job_meta.forget_all()
