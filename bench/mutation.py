@@ -8,10 +8,10 @@ node authentication. Each guard removed or bent (mutmut's mutants) must fail a t
 
 It runs against a MariaDB test database of its own (`test_kece_mutation`, from
 `KECE_MUTATION_DATABASE_URL`) and a Redis database of its own (`KECE_MUTATION_REDIS_URL`,
-db 15 by default), with the lock-order checker on, one mutant at a time. The tests are
-those of `[tool.mutmut]` in pyproject.toml; mutmut's first, clean run records which of them
-execute each function, and each mutant then runs only those. Results are kept in
-`mutants/` (git-ignored): a second run re-tests only what changed.
+db 15 by default), with the lock-order checker on, one mutant at a time. Each module's
+mutants run the test modules `MODULES` names for it (within the selection of
+`[tool.mutmut]` in pyproject.toml). Results are kept in `mutants/` (git-ignored): a second
+run tests the mutants without a result and, again, those that survived before.
 """
 
 import argparse
@@ -22,12 +22,26 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Each module with the test modules that cover it: a mutant runs only those of them that
+# execute the function it changes (mutmut's own coverage of the clean run), and stops at
+# the first failure. The rest of the suite would only make survivors slower.
+_NODE_PATH = ["tests/judging/test_job_settle.py", "tests/judging/test_query_counts.py", "tests/nodes/test_checks.py"]
 MODULES = {
-    "claim": "judging/services/claim.py",
-    "leases": "judging/services/leases.py",
-    "settle": "judging/services/settle.py",
-    "locking": "judging/locking.py",
-    "auth": "nodes/auth.py",
+    "claim": ("judging/services/claim.py", [
+        "tests/judging/test_claim_refusals.py", "tests/judging/test_claim_concurrency.py",
+        "tests/judging/test_settle_refusals.py", *_NODE_PATH, "tests/nodes/test_drain_node.py"]),
+    "leases": ("judging/services/leases.py", [
+        "tests/judging/test_lease_refusals.py", "tests/judging/test_reaper_race.py", *_NODE_PATH,
+        "tests/api/test_admin_api.py"]),
+    "settle": ("judging/services/settle.py", [
+        "tests/judging/test_settle_refusals.py", "tests/judging/test_settlement_events.py", *_NODE_PATH,
+        "tests/api/test_node_auth.py"]),
+    "locking": ("judging/locking.py", [
+        "tests/judging/test_locking.py", "tests/judging/test_lock_refusals.py", "tests/judging/test_claim_concurrency.py",
+        "tests/judging/test_settlement_events.py", "tests/judging/test_reaper_race.py", *_NODE_PATH]),
+    "auth": ("nodes/auth.py", [
+        "tests/api/test_node_auth.py", "tests/api/test_artifact_refusals.py", "tests/api/test_permissions.py",
+        "tests/api/test_join.py", "tests/nodes/test_checks.py"]),
 }
 KILLED = {1, 3}  # a test failed, or pytest itself broke on the mutant
 SURVIVED = 0
@@ -54,11 +68,17 @@ def glob_of(path: str) -> str:
 
 
 def run(names: list[str], env: dict) -> None:
-    mutmut = Path(sys.executable).parent / "mutmut"
+    mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", "1"]
     for name in names:
-        print(f"== {name}: {MODULES[name]}", flush=True)
-        subprocess.run([str(mutmut), "run", "--max-children", "1", glob_of(MODULES[name])], cwd=ROOT, env=env,
-                       check=False)
+        print(f"== {name}: {MODULES[name][0]}", flush=True)
+        # mutmut keeps a result once it has one; tests added since may kill what survived.
+        path, tests = MODULES[name]
+        env = {**env, "KECE_MUTATION_TESTS": ",".join(tests)}
+        survived_before = [k for k, c in results(path).items() if c == SURVIVED]
+        subprocess.run([*mutmut, glob_of(path)], cwd=ROOT, env=env, check=False)
+        if survived_before:
+            print(f"== {name}: {len(survived_before)} earlier survivors again", flush=True)
+            subprocess.run([*mutmut, *survived_before], cwd=ROOT, env=env, check=False)
 
 
 def results(path: str) -> dict[str, int | None]:
@@ -72,7 +92,7 @@ def report(names: list[str], *, survivors: bool) -> float:
     total_killed = total_counted = 0
     print(f"{'module':<30} {'killed':>7} {'total':>6} {'score':>7}  other")
     for name in names:
-        codes = results(MODULES[name])
+        codes = results(MODULES[name][0])
         killed = sum(1 for c in codes.values() if c in KILLED)
         survived = sorted(k for k, c in codes.items() if c == SURVIVED)
         other = {k: c for k, c in codes.items() if c not in KILLED and c != SURVIVED}
@@ -81,7 +101,7 @@ def report(names: list[str], *, survivors: bool) -> float:
         total_counted += counted
         score = f"{100 * killed / counted:.1f}%" if counted else "-"
         notes = ", ".join(f"{c}: {n}" for c, n in _tally(other).items())
-        print(f"{MODULES[name]:<30} {killed:>7} {counted:>6} {score:>7}  {notes}")
+        print(f"{MODULES[name][0]:<30} {killed:>7} {counted:>6} {score:>7}  {notes}")
         if survivors:
             mutmut = Path(sys.executable).parent / "mutmut"
             for key in survived:

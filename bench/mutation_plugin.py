@@ -29,3 +29,17 @@ def pytest_sessionstart(session):
         waiting._executor = None
     auth_cache.drop_where(lambda _: True)
     job_meta.forget_all()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Only the test modules that cover the module under mutation (`bench/mutation.py`)."""
+    import os
+
+    wanted = tuple(t for t in os.environ.get("KECE_MUTATION_TESTS", "").split(",") if t)
+    if not wanted:
+        return
+    keep = [item for item in items if item.nodeid.startswith(wanted)]
+    deselected = [item for item in items if not item.nodeid.startswith(wanted)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = keep

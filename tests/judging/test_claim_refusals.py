@@ -9,11 +9,11 @@ from judging.identity import NodeIdentity
 from judging.models import JobKind, JobState, JudgeJob
 from judging.services.claim import job_claim
 from judging.timing import lease_ttl, offline_after
-from kece.errors import SessionSuperseded, Unauthenticated
+from kece.errors import Unauthenticated
 from nodes.checks import node_check_start
 from nodes.models import DesiredState, HostGroupStatus, JudgeHostGroup, JudgeNode
 from tests.factories import HostGroupFactory, make_node, make_problem
-from tests.judging.helpers import claim, submit
+from tests.judging.helpers import claim, stale_identities, submit
 from tests.nodes.test_checks import _diagnostic_job
 
 pytestmark = pytest.mark.django_db
@@ -29,35 +29,12 @@ def _beat(node, at):
 
 # --- credential and session, re-checked on the locked row --------------------------------------
 
-def test_it_refuses_a_revoked_node(student, problem, node_a):
+@stale_identities()
+def test_it_refuses_an_identity_the_node_row_no_longer_has(student, problem, node_a, change, error):
     node, identity = node_a
     submit(student, problem)
-    JudgeNode.objects.filter(pk=node.pk).update(revoked_at=timezone.now())
-    with pytest.raises(Unauthenticated):
-        claim(identity)
-    assert JudgeJob.objects.get().state == JobState.QUEUED
-
-
-def test_it_refuses_a_credential_that_was_rotated_away(student, problem, node_a):
-    node, identity = node_a
-    submit(student, problem)
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest="0" * 64)
-    with pytest.raises(Unauthenticated):
-        claim(identity)
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest=None)
-    with pytest.raises(Unauthenticated):
-        claim(identity)
-    assert JudgeJob.objects.get().state == JobState.QUEUED
-
-
-def test_it_refuses_an_old_or_closed_session(student, problem, node_a):
-    node, identity = node_a
-    submit(student, problem)
-    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=2)
-    with pytest.raises(SessionSuperseded):
-        claim(identity)
-    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=1, session_open=False)
-    with pytest.raises(SessionSuperseded):
+    JudgeNode.objects.filter(pk=node.pk).update(**change)
+    with pytest.raises(error):
         claim(identity)
     assert JudgeJob.objects.get().state == JobState.QUEUED
 

@@ -9,11 +9,10 @@ from judging.models import JobState, JudgeJob, Submission
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew, release_node_leases
 from judging.services.rejudge import submission_delete
 from judging.timing import lease_ttl
-from kece.errors import SessionSuperseded, Unauthenticated
 from nodes.checks import node_check_start
 from nodes.models import CheckStatus, JudgeNode
 from tests.factories import make_node, make_problem
-from tests.judging.helpers import claim, judged, settle, submit
+from tests.judging.helpers import claim, judged, settle, stale_identities, submit
 from tests.nodes.test_checks import _diagnostic_job
 
 pytestmark = pytest.mark.django_db
@@ -56,13 +55,11 @@ def test_an_unknown_phase_renews_the_lease_but_records_no_progress(running):
     assert (row.progress_phase, row.progress_testcase) == ("COMPILING", None)
 
 
-def test_a_renew_is_refused_for_a_revoked_credential_or_an_old_session(running):
+@stale_identities()
+def test_a_renew_is_refused_for_an_identity_the_node_row_no_longer_has(running, change, error):
     node, identity, _, job, now = running
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest="0" * 64)
-    with pytest.raises(Unauthenticated):
-        _renew(identity, RenewItem(job.pk, job.lease_epoch), now=now)
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest=identity.credential_digest, session_epoch=2)
-    with pytest.raises(SessionSuperseded):
+    JudgeNode.objects.filter(pk=node.pk).update(**change)
+    with pytest.raises(error):
         _renew(identity, RenewItem(job.pk, job.lease_epoch), now=now)
     assert JudgeJob.objects.get(pk=job.pk).lease_until == job.lease_until
 

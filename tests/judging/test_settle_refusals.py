@@ -9,11 +9,11 @@ from django.utils import timezone
 from judging.models import JobState, JudgeJob, SettlementEvent, Submission
 from judging.services.rejudge import submission_delete
 from judging.services.settle import CaseResult, SettleRequest, job_settle_and_claim
-from kece.errors import Invalid, LeaseLost, ResultConflict, SessionSuperseded, Superseded, Unauthenticated
+from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 from nodes.checks import node_check_start
 from nodes.models import JudgeNode
 from tests.factories import make_node, make_problem
-from tests.judging.helpers import claim, infra_error, judged, released, settle, submit
+from tests.judging.helpers import claim, infra_error, judged, released, settle, stale_identities, submit
 from tests.nodes.test_checks import _diagnostic_job
 
 pytestmark = pytest.mark.django_db
@@ -37,25 +37,11 @@ def _untouched(job, submission):
 
 # --- who posts -----------------------------------------------------------------------------------
 
-def test_a_revoked_or_rotated_credential_is_refused(running):
+@stale_identities()
+def test_an_identity_the_node_row_no_longer_has_is_refused(running, change, error):
     node, identity, submission, job = running
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest="0" * 64)
-    with pytest.raises(Unauthenticated):
-        settle(identity, judged(job))
-    JudgeNode.objects.filter(pk=node.pk).update(credential_digest=identity.credential_digest,
-                                                revoked_at=timezone.now())
-    with pytest.raises(Unauthenticated):
-        settle(identity, judged(job))
-    _untouched(job, submission)
-
-
-def test_an_old_or_closed_session_is_refused(running):
-    node, identity, submission, job = running
-    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=2)
-    with pytest.raises(SessionSuperseded):
-        settle(identity, judged(job))
-    JudgeNode.objects.filter(pk=node.pk).update(session_epoch=1, session_open=False)
-    with pytest.raises(SessionSuperseded):
+    JudgeNode.objects.filter(pk=node.pk).update(**change)
+    with pytest.raises(error):
         settle(identity, judged(job))
     _untouched(job, submission)
 
@@ -75,12 +61,16 @@ def test_an_unknown_outcome_is_invalid(running):
 
 # --- which lease ---------------------------------------------------------------------------------------
 
-def test_a_lease_of_an_earlier_session_is_refused(running):
-    node, identity, submission, job = running
-    JudgeJob.objects.filter(pk=job.pk).update(session_epoch=0)
+@pytest.mark.parametrize("change", [
+    {"session_epoch": 0}, {"lease_until": None}, {"state": JobState.QUEUED},
+], ids=["earlier-session", "no-deadline", "not-running"])
+def test_a_lease_that_is_not_live_is_refused(running, change):
+    _, identity, submission, job = running
+    JudgeJob.objects.filter(pk=job.pk).update(**change)
     with pytest.raises(LeaseLost):
         settle(identity, judged(job))
-    _untouched(job, submission)
+    assert JudgeJob.objects.get(pk=job.pk).settled_lease_epoch is None
+    assert Submission.objects.get(pk=submission.pk).verdict is None
 
 
 def test_a_lease_is_live_until_its_deadline_and_not_at_it(running):
@@ -89,21 +79,6 @@ def test_a_lease_is_live_until_its_deadline_and_not_at_it(running):
         settle(identity, judged(job), now=job.lease_until)
     _untouched(job, submission)
     assert settle(identity, judged(job), now=job.lease_until - timedelta(microseconds=1)) == "settled"
-
-
-def test_a_job_without_a_deadline_has_no_live_lease(running):
-    _, identity, submission, job = running
-    JudgeJob.objects.filter(pk=job.pk).update(lease_until=None)
-    with pytest.raises(LeaseLost):
-        settle(identity, judged(job))
-
-
-def test_a_job_that_is_no_longer_running_is_refused(running):
-    node, identity, submission, job = running
-    JudgeJob.objects.filter(pk=job.pk).update(state=JobState.QUEUED)
-    with pytest.raises(LeaseLost):
-        settle(identity, judged(job))
-    assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
 
 
 def test_another_nodes_copy_of_a_settled_result_is_not_a_duplicate(running, node_b):
