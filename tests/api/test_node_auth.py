@@ -52,11 +52,21 @@ def _heartbeat(client):
     return send(client, "POST", INTERNAL + "heartbeat", heartbeat_body())
 
 
+USE_BEARER = "Use Authorization: Bearer <credential>."
+UNKNOWN = "The node credential is unknown or revoked."
+
+
+def _refused(response, status, error, detail):
+    assert (response.status_code, response.json()) == (status, {"error": error, "detail": detail})
+
+
 def test_a_heartbeat_needs_a_bearer_credential(node_a):
     node, _ = node_a
-    for headers in ({}, {"HTTP_AUTHORIZATION": f"Token {node.secret}"}, {"HTTP_AUTHORIZATION": "Bearer nope"}):
+    for headers, detail in [({}, "Authentication credentials were not provided."),
+                            ({"HTTP_AUTHORIZATION": f"Token {node.secret}"}, USE_BEARER),
+                            ({"HTTP_AUTHORIZATION": "Bearer nope"}, UNKNOWN)]:
         response = _heartbeat(Client(**headers, HTTP_X_JUDGE_SESSION="1"))
-        assert error_of(response) == (401, "unauthenticated"), headers
+        _refused(response, 401, "unauthenticated", detail)
         assert response["WWW-Authenticate"] == 'Bearer realm="kece-judgers"'
 
 
@@ -68,7 +78,8 @@ def test_a_heartbeat_of_a_revoked_node_is_unauthenticated(node_a):
 
 def test_a_heartbeat_needs_the_current_open_session(node_a):
     node, _ = node_a
-    assert error_of(_heartbeat(node_client(node))) == (409, "session_superseded")
+    _refused(_heartbeat(node_client(node)), 409, "session_superseded",
+             "X-Judge-Session is missing or not the node's current session; open a new session.")
     assert error_of(_heartbeat(node_client(node, 2))) == (409, "session_superseded")
     assert _heartbeat(node_client(node, 1)).status_code == 200
     JudgeNode.objects.filter(pk=node.pk).update(session_open=False)
@@ -104,10 +115,11 @@ def leased(student, problem, node_a):
 
 def test_a_result_needs_a_bearer_credential_of_a_known_node(leased):
     node, job = leased
-    for header in ("", f"Token {node.secret}", "Bearer not-a-credential"):
+    for header, detail in [("", USE_BEARER), (f"Token {node.secret}", USE_BEARER),
+                           ("Bearer not-a-credential", UNKNOWN)]:
         response = send(Client(HTTP_AUTHORIZATION=header, HTTP_X_JUDGE_SESSION="1"), "POST",
                         INTERNAL + f"jobs/{job.pk}/result", {"leaseEpoch": job.lease_epoch, "outcome": "RELEASED"})
-        assert error_of(response) == (401, "unauthenticated"), header
+        _refused(response, 401, "unauthenticated", detail)
         assert response["WWW-Authenticate"] == 'Bearer realm="kece-judgers"'
     assert JudgeJob.objects.get(pk=job.pk).settled_status == ""
 
@@ -178,3 +190,16 @@ def test_a_node_of_another_pool_is_not_confused_with_this_one(leased):
     node, job = leased
     foreign, _ = make_node(pool="cpp")
     assert error_of(_result(foreign, 1, job)) == (409, "lease_lost")
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("free_slots", [0, 1])
+def test_a_claim_from_an_old_or_closed_session_is_refused_before_it_waits(free_slots):
+    """The claim authenticates on the database pool, another connection: committed data."""
+    node, _ = make_node(pool="python")
+    body = {"freeSlots": free_slots, "waitMs": 60000}
+    assert error_of(send(node_client(node, 2), "POST", INTERNAL + "jobs/claim", body)) == (409, "session_superseded")
+    JudgeNode.objects.filter(pk=node.pk).update(session_open=False)
+    auth_cache.drop(node.credential_digest)
+    assert error_of(send(node_client(node, 1), "POST", INTERNAL + "jobs/claim", body)) == (409, "session_superseded")
