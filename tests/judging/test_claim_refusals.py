@@ -266,3 +266,15 @@ def test_a_diagnostic_job_counts_against_the_slots_too(student, problem):
     assert diagnostic.kind == JobKind.DIAGNOSTIC
     submit(student, problem)
     assert _claim(identity, now=timezone.now()).reason == "node_full"
+
+
+def test_each_lease_is_logged_with_its_job_lease_node_pool_and_attempt(student, problem, node_a, caplog):
+    import logging
+
+    node, identity = node_a
+    submit(student, problem)
+    with caplog.at_level(logging.INFO, logger="kece.claim"):
+        [job] = claim(identity)
+    [record] = [r for r in caplog.records if r.getMessage() == "job leased"]
+    assert (record.job, record.lease, record.node, record.pool, record.attempt) == (
+        job.pk, 1, node.pk, "python", 1)

@@ -274,3 +274,74 @@ def test_a_node_that_moved_host_group_claims_on_its_own_after_its_result(running
     status, carried = _settle_and_claim(hinted, judged(job))
     assert (status, carried) == ("settled", None)
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.COMPLETED
+
+
+def test_an_accepted_result_is_logged_with_its_lease_outcome_and_status(running, caplog):
+    import logging
+
+    _, identity, _, job = running
+    with caplog.at_level(logging.INFO, logger="kece.settle"):
+        settle(identity, judged(job, verdict="WA", passing=[1]))
+    [record] = [r for r in caplog.records if r.getMessage() == "result accepted"]
+    assert (record.job, record.lease, record.outcome, record.status, record.verdict) == (
+        job.pk, job.lease_epoch, "JUDGED", "settled", "WA")
+
+
+def test_jobs_sent_again_with_a_repeated_result_are_logged(running, student, problem, caplog):
+    import logging
+
+    node, identity, _, job = running
+    submit(student, problem)
+    _, carried = _settle_and_claim(identity, judged(job))
+    with caplog.at_level(logging.INFO, logger="kece.settle"):
+        _settle_and_claim(identity, judged(job))
+    [record] = [r for r in caplog.records if r.getMessage() == "carried jobs sent again"]
+    assert (record.job, record.node, record.jobs) == (job.pk, node.pk, [j.pk for j in carried.jobs])
+
+
+def test_a_carried_lease_at_its_deadline_is_not_sent_again(running, student, problem):
+    _, identity, _, job = running
+    submit(student, problem)
+    now = timezone.now()
+    _, carried = _settle_and_claim(identity, judged(job), now=now)
+    [next_job] = carried.jobs
+    _, again = _settle_and_claim(identity, judged(job), now=next_job.lease_until)
+    assert next_job.pk not in [j.pk for j in again.jobs]
+
+
+# --- the result digest ---------------------------------------------------------------------------
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_result_digest_is_the_sha256_of_the_canonical_json():
+    """Stored with the settlement and compared when the same result comes again, possibly
+    to a newer server: its form must not drift."""
+    judged_request = SettleRequest(
+        job_id=1, lease_epoch=3, outcome="JUDGED", verdict="WA", score=40, time_ms=12, memory_kb=345,
+        compile_output="warn é", cases=(CaseResult(2, "WA", 5, 6, 0), CaseResult(1, "AC", 3, 4, 40)),
+        error="ignored", message="ignored", checks=({"name": "python", "ok": True, "detail": "ran"},))
+    assert judged_request.digest() == _sha256(
+        '{"cases":[{"memory_kb":4,"ordinal":1,"score":40,"time_ms":3,"verdict":"AC"},'
+        '{"memory_kb":6,"ordinal":2,"score":0,"time_ms":5,"verdict":"WA"}],'
+        '"checks":[{"detail":"ran","name":"python","ok":true}],"compileOutput":"warn é","memoryKb":345,'
+        '"outcome":"JUDGED","score":40,"timeMs":12,"verdict":"WA"}')
+    infra = SettleRequest(job_id=1, lease_epoch=3, outcome="INFRA_ERROR", verdict="AC", error="sandbox",
+                          message="died ü")
+    assert infra.digest() == _sha256('{"error":"sandbox","message":"died ü","outcome":"INFRA_ERROR"}')
+    assert SettleRequest(job_id=1, lease_epoch=3, outcome="RELEASED", error="x").digest() == _sha256(
+        '{"outcome":"RELEASED"}')
+
+
+def test_a_judged_job_stores_the_canonical_result(running):
+    _, identity, _, job = running
+    request = replace(judged(job, verdict="WA", passing=[1]), compile_output="warn")
+    settle(identity, request)
+    assert JudgeJob.objects.get(pk=job.pk).result == request.canonical() == {
+        "outcome": "JUDGED", "verdict": "WA", "score": 50, "timeMs": 10, "memoryKb": 1024, "compileOutput": "warn",
+        "cases": [{"ordinal": 1, "verdict": "AC", "time_ms": 10, "memory_kb": 1024, "score": 50},
+                  {"ordinal": 2, "verdict": "WA", "time_ms": 10, "memory_kb": 1024, "score": 0}],
+        "checks": []}
