@@ -151,8 +151,9 @@ def test_the_reaper_leaves_a_lease_that_was_renewed_or_settled_meanwhile(running
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
 
 
-@pytest.mark.parametrize("change", [{"lease_epoch": 99}, {"state": JobState.COMPLETED}],
-                         ids=["claimed-again", "settled"])
+@pytest.mark.parametrize("change", [
+    {"lease_epoch": 99}, {"state": JobState.COMPLETED}, {"lease_until": timezone.now() + timedelta(hours=1)},
+], ids=["claimed-again", "settled", "renewed"])
 def test_the_reaper_fails_nothing_that_changed_after_it_looked(running, monkeypatch, settings, change):
     from judging.services import leases
 
@@ -178,7 +179,8 @@ def test_the_reaper_requeues_below_the_attempt_limit_and_fails_at_it(running, se
     report = jobs_reap_expired(now=job.lease_until)
     assert (report.requeued, report.failed) == ([], [job.pk])
     row = JudgeJob.objects.get(pk=job.pk)
-    assert (row.state, row.error) == (JobState.FAILED, "lease_expired")
+    assert (row.state, row.error, row.error_message) == (
+        JobState.FAILED, "lease_expired", "The lease expired on the last allowed attempt.")
     assert Submission.objects.get(pk=submission.pk).current_judge_job_id == job.pk
 
 
@@ -233,3 +235,22 @@ def test_a_release_on_the_last_attempt_fails_the_job(student, node_a, settings):
 def test_a_release_of_a_node_with_nothing_running_changes_nothing(node_a):
     node, _ = node_a
     assert _release(node, timezone.now()) == 0
+
+
+@pytest.mark.parametrize("change", [{"state": JobState.QUEUED}, {"node_id": None}], ids=["requeued", "other-node"])
+def test_a_release_leaves_a_job_that_changed_hands_in_between(running, node_b, monkeypatch, change):
+    """The running jobs are read before they are locked (the reaper locks only the job);
+    each is re-checked under its lock."""
+    from judging.services import leases
+
+    node, _, _, job, now = running
+    change = {"node_id": node_b[0].pk} if "node_id" in change else change
+
+    def reaped_in_between(ids):
+        JudgeJob.objects.filter(pk__in=ids).update(error="lease_expired", **change)
+        return original(ids)
+
+    original = leases.lock_jobs
+    monkeypatch.setattr(leases, "lock_jobs", reaped_in_between)
+    assert _release(node, now) == 0
+    assert JudgeJob.objects.get(pk=job.pk).error == "lease_expired"

@@ -47,9 +47,18 @@ def test_an_identity_the_node_row_no_longer_has_is_refused(running, change, erro
 
 
 def test_an_unknown_job_is_a_lost_lease(running):
-    _, identity, _, job = running
-    with pytest.raises(LeaseLost):
+    from judging.services import job_meta
+
+    _, identity, submission, job = running
+    with pytest.raises(LeaseLost) as refused:
         settle(identity, replace(judged(job), job_id=job.pk + 1000))
+    assert refused.value.detail == "No such job for this node."
+    # Known to the job-meta cache but gone from the table (a restored backup, a purge):
+    job_meta.remember([JudgeJob(pk=job.pk + 2000, kind="JUDGE", submission_type="ALGO",
+                                submission_id=submission.pk)])
+    with pytest.raises(LeaseLost) as refused:
+        settle(identity, replace(judged(job), job_id=job.pk + 2000))
+    assert refused.value.detail == "No such job for this node."
 
 
 def test_an_unknown_outcome_is_invalid(running):
@@ -131,25 +140,45 @@ def _cases(*cases):
     return tuple(CaseResult(ordinal=o, verdict=v, score=s) for o, v, s in cases)
 
 
-@pytest.mark.parametrize("verdict, score, cases", [
-    ("OK", 100, _cases((1, "AC", 50), (2, "AC", 50))),
-    ("AC", 101, _cases()),
-    ("WA", -1, _cases()),
-    ("AC", 100, _cases((1, "AC", 50), (3, "AC", 50))),
-    ("AC", 100, _cases((1, "AC", 50), (1, "AC", 50))),
-    ("AC", 100, _cases((1, "AC", 50), (2, "YES", 50))),
-    ("WA", 51, _cases((1, "AC", 51), (2, "WA", 0))),
-    ("WA", -1, _cases((1, "WA", -1))),
-    ("WA", 40, _cases((1, "AC", 50))),
+@pytest.mark.parametrize("verdict, score, cases, fields", [
+    ("OK", 100, _cases((1, "AC", 50), (2, "AC", 50)), {"verdict": ["unknown verdict"]}),
+    ("AC", 101, _cases(), {"score": ["out of range"]}),
+    ("WA", -1, _cases(), {"score": ["out of range"]}),
+    ("AC", 100, _cases((1, "AC", 50), (3, "AC", 50)), {"cases": ["unknown ordinal"]}),
+    ("AC", 100, _cases((1, "AC", 50), (1, "AC", 50)), {"cases": ["unknown ordinal"]}),
+    ("AC", 100, _cases((1, "AC", 50), (2, "YES", 50)), {"cases": ["invalid case result"]}),
+    ("WA", 51, _cases((1, "AC", 51), (2, "WA", 0)), {"cases": ["invalid case result"]}),
+    ("WA", -1, _cases((1, "WA", -1)), {"score": ["out of range"]}),
+    ("WA", 0, _cases((1, "WA", -1)), {"cases": ["invalid case result"]}),
+    ("WA", 40, _cases((1, "AC", 50)), {"score": ["not the sum of the cases"]}),
 ], ids=["verdict", "score-over", "score-under", "unknown-case", "repeated-case", "case-verdict",
-        "case-over-weight", "case-negative", "not-the-sum"])
-def test_a_judged_result_that_does_not_add_up_is_invalid(running, verdict, score, cases):
+        "case-over-weight", "score-negative", "case-negative", "not-the-sum"])
+def test_a_judged_result_that_does_not_add_up_is_invalid(running, verdict, score, cases, fields):
     _, identity, submission, job = running
     request = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
                             score=score, cases=cases)
-    with pytest.raises(Invalid):
+    with pytest.raises(Invalid) as refused:
         settle(identity, request)
+    assert refused.value.fields == fields
     _untouched(job, submission)
+
+
+def test_an_invalid_result_says_what_is_wrong(running):
+    _, identity, _, job = running
+    details = []
+    for verdict, score, cases in [("OK", 0, ()), ("WA", 101, ()), ("WA", 0, _cases((3, "WA", 0))),
+                                  ("WA", 0, _cases((1, "NO", 0))), ("WA", 1, _cases((1, "WA", 0)))]:
+        with pytest.raises(Invalid) as refused:
+            settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                           verdict=verdict, score=score, cases=cases))
+        details.append(refused.value.detail)
+    assert details == [
+        "verdict must be one of AC WA TLE MLE RE CE OLE", "score must be 0…100", "case 3 is not a case of this job",
+        "case 1: bad verdict or score", "score must be the sum of the case scores"]
+    with pytest.raises(Invalid) as refused:
+        settle(identity, replace(judged(job), outcome="MAYBE"))
+    assert (refused.value.detail, refused.value.fields) == (
+        "outcome must be JUDGED, INFRA_ERROR or RELEASED", {"outcome": ["unknown outcome"]})
 
 
 @pytest.mark.parametrize("verdict, score, cases", [
@@ -200,9 +229,12 @@ def test_what_the_node_cuts_from_the_compile_output_does_not_change_the_result(r
 
 # --- what a result does ----------------------------------------------------------------------------
 
-def test_an_accepted_result_writes_the_job_and_the_submission(running):
+def test_an_accepted_result_writes_the_job_and_the_submission(running, settings):
+    settings.KECE_RETRY_BACKOFF_MS = 0
     _, identity, submission, job = running
+    settle(identity, infra_error(job))  # the retry's result clears the error
     now = timezone.now()
+    [job] = claim(identity, now=now)
     request = replace(judged(job, verdict="WA", passing=[1]), time_ms=12, memory_kb=345, compile_output="warn")
     assert settle(identity, request, now=now) == "settled"
     row = JudgeJob.objects.get(pk=job.pk)
@@ -212,6 +244,7 @@ def test_an_accepted_result_writes_the_job_and_the_submission(running):
     submission.refresh_from_db()
     assert (submission.verdict, submission.score, submission.time_ms, submission.memory_kb) == ("WA", 50, 12, 345)
     assert (submission.compile_output, submission.judged_at, submission.judged_generation) == ("warn", now, 1)
+    assert JudgeJob.objects.get(pk=job.pk).error_message == ""
     assert [c["verdict"] for c in submission.cases] == ["AC", "WA"]
 
 
@@ -249,7 +282,8 @@ def test_a_result_carrying_no_slots_leases_nothing(running, student, problem):
     _, identity, _, job = running
     submit(student, problem)
     status, carried = _settle_and_claim(identity, judged(job), free_slots=0)
-    assert (status, carried.jobs, carried.reason) == ("settled", [], "not_after_this_result")
+    assert (status, carried.jobs, carried.reason, carried.desired_state) == (
+        "settled", [], "not_after_this_result", "ENABLED")
 
 
 def test_a_diagnostic_result_carrying_a_claim_leases_nothing(student, problem):
@@ -345,3 +379,63 @@ def test_a_judged_job_stores_the_canonical_result(running):
         "cases": [{"ordinal": 1, "verdict": "AC", "time_ms": 10, "memory_kb": 1024, "score": 50},
                   {"ordinal": 2, "verdict": "WA", "time_ms": 10, "memory_kb": 1024, "score": 0}],
         "checks": []}
+
+
+def test_a_released_result_leases_nothing_even_with_other_work_queued(running, student, problem):
+    _, identity, _, job = running
+    submit(student, problem)
+    status, carried = _settle_and_claim(identity, released(job), free_slots=2)
+    assert (status, carried.jobs) == ("requeued", [])
+    assert not JudgeJob.objects.filter(state=JobState.RUNNING).exists()
+
+
+@pytest.mark.parametrize("carried_slots, node_lock", [(None, "LOCK IN SHARE MODE"), (1, "FOR UPDATE")],
+                         ids=["plain", "carrying-a-claim"])
+def test_results_share_the_node_lock_unless_they_claim(running, carried_slots, node_lock):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node, identity, _, job = running
+    with CaptureQueriesContext(connection) as queries:
+        if carried_slots is None:
+            settle(identity, judged(job))
+        else:
+            _settle_and_claim(identity, judged(job), free_slots=carried_slots)
+    [node_select] = [q["sql"] for q in queries if "FROM `judge_node`" in q["sql"] and "WHERE `id` IN" in q["sql"]]
+    assert node_select.endswith(node_lock)
+
+
+def test_a_diagnostic_result_takes_the_node_lock_exclusively():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    checks = ({"name": "python", "ok": True, "detail": "ran"},)
+    with CaptureQueriesContext(connection) as queries:
+        settle(identity, replace(judged(job), checks=checks, cases=(), score=100))
+    [node_select] = [q["sql"] for q in queries if "FROM `judge_node`" in q["sql"] and "WHERE `id` IN" in q["sql"]]
+    assert node_select.endswith("FOR UPDATE")
+
+
+@pytest.mark.parametrize("post, free_slots, wakes", [
+    ("judged", None, True), ("released", None, True), ("duplicate", None, False),
+    ("judged-carrying", 1, False), ("judged-carrying-nothing", 0, True),
+])
+def test_a_result_that_frees_a_slot_wakes_the_pools_waiting_claims(running, student, problem, monkeypatch, post,
+                                                                    free_slots, wakes):
+    from judging.services import settle as settle_module
+
+    _, identity, _, job = running
+    submit(student, problem)
+    request = released(job) if post == "released" else judged(job)
+    if post == "duplicate":
+        settle(identity, request)
+    woken = []
+    monkeypatch.setattr(settle_module, "publish_after_commit", woken.append)
+    if free_slots is None:
+        settle(identity, request)
+    else:
+        _settle_and_claim(identity, request, free_slots=free_slots)
+    assert woken == (["python"] if wakes else [])
