@@ -239,6 +239,24 @@ def test_the_host_group_never_runs_more_than_its_total_slots(student, problem):
     assert _claim(first, free_slots=4, now=timezone.now()).reason == "group_full"
 
 
+def test_an_idle_host_group_lends_all_its_slots(student, problem):
+    _, identity = make_node(pool="python", host_group=HostGroupFactory(total_slots=2), max_slots=4)
+    for _ in range(3):
+        submit(student, problem)
+    assert len(claim(identity, free_slots=4)) == 2
+
+
+def test_a_node_with_a_slot_left_in_a_full_host_group_is_refused_for_the_group(student, problem):
+    group = HostGroupFactory(total_slots=2)
+    _, first = make_node(pool="python", host_group=group, max_slots=2)
+    _, second = make_node(pool="python", host_group=group, max_slots=2)
+    for _ in range(3):
+        submit(student, problem)
+    claim(first)
+    claim(second)
+    assert _claim(first, now=timezone.now()).reason == "group_full"
+
+
 def test_an_expired_lease_still_takes_its_slot_until_it_is_reaped(student, problem):
     node, identity = make_node(pool="python", max_slots=1)
     submit(student, problem)

@@ -439,3 +439,33 @@ def test_a_result_that_frees_a_slot_wakes_the_pools_waiting_claims(running, stud
     else:
         _settle_and_claim(identity, request, free_slots=free_slots)
     assert woken == (["python"] if wakes else [])
+
+
+def test_a_repeated_result_does_not_send_again_a_carried_job_since_settled(running, student, problem):
+    _, identity, _, job = running
+    for _ in range(2):
+        submit(student, problem)
+    _, carried = _settle_and_claim(identity, judged(job))
+    [next_job] = carried.jobs
+    assert settle(identity, judged(next_job)) == "settled"
+    status, again = _settle_and_claim(identity, judged(job))
+    assert status == "duplicate" and next_job.pk not in [j.pk for j in again.jobs]
+
+
+def test_a_repeated_result_sends_again_only_this_nodes_carried_jobs(student, problem, node_a, node_b, settings):
+    """A job failed for infrastructure by one node and judged by another: each carried a
+    claim on its post about it."""
+    settings.KECE_RETRY_BACKOFF_MS = 0
+    _, identity_a = node_a
+    _, identity_b = node_b
+    submit(student, problem)
+    [job] = claim(identity_a)
+    submit(student, problem)
+    _, carried_a = _settle_and_claim(identity_a, infra_error(job))
+    [held_by_a] = carried_a.jobs
+    [again] = claim(identity_b)
+    assert again.pk == job.pk
+    _, carried_b = _settle_and_claim(identity_b, judged(again))
+    status, repeated = _settle_and_claim(identity_b, judged(again))
+    assert (status, carried_b.jobs, repeated.jobs) == ("duplicate", [], [])
+    assert JudgeJob.objects.get(pk=held_by_a.pk).node_id == identity_a.node_id
