@@ -183,3 +183,35 @@ def test_host_group_submission_and_job_locks_are_exclusive():
         assert _in_another_connection(lambda: lock_host_group(node.host_group_id)) is False
         assert _in_another_connection(lambda: lock_submission("ALGO", submission.pk)) is False
         assert _in_another_connection(lambda: lock_job(submission.current_judge_job_id)) is False
+
+
+def test_a_violation_names_both_locks_and_the_order(rows):
+    node, first, *_ = rows
+    job_id = first.current_judge_job_id
+    with pytest.raises(LockOrderViolation) as refused:
+        with transaction.atomic():
+            lock_job(job_id)
+            lock_node(node.pk)
+    assert str(refused.value) == (
+        f"lock order violation: NODE {node.pk} requested after JOB {job_id} "
+        "(order is host group → node → submission → job → event → derived, ascending keys)")
+    with pytest.raises(LockOrderViolation) as refused:
+        with transaction.atomic():
+            lock_submission("SQL", 1)
+            lock_submission("ALGO", 2)
+    assert "SUBMISSION (0, 2) requested after SUBMISSION (1, 1)" in str(refused.value)
+
+
+def test_a_write_without_the_lock_names_the_rows(rows):
+    from judging.locking import update_locked_jobs
+
+    _, first, second, _ = rows
+    ids = sorted([first.current_judge_job_id, second.current_judge_job_id])
+    with pytest.raises(LockOrderViolation) as refused:
+        with transaction.atomic():
+            lock_job(ids[0])
+            update_locked_jobs(ids, error="x")
+    assert str(refused.value) == f"write to rows [(<Rank.JOB: 4>, {ids[1]})] that this transaction has not locked"
+    with pytest.raises(LockOrderViolation) as refused:
+        lock_job(ids[0])
+    assert str(refused.value) == "row locks may only be taken inside transaction.atomic()"
