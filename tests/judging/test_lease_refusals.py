@@ -237,20 +237,20 @@ def test_a_release_of_a_node_with_nothing_running_changes_nothing(node_a):
     assert _release(node, timezone.now()) == 0
 
 
-@pytest.mark.parametrize("change", [{"state": JobState.QUEUED}, {"node_id": None}], ids=["requeued", "other-node"])
-def test_a_release_leaves_a_job_that_changed_hands_in_between(running, node_b, monkeypatch, change):
+@pytest.mark.parametrize("in_between", ["requeued", "other-node"])
+def test_a_release_leaves_a_job_that_changed_hands_in_between(running, node_b, monkeypatch, in_between):
     """The running jobs are read before they are locked (the reaper locks only the job);
     each is re-checked under its lock."""
     from judging.services import leases
 
     node, _, _, job, now = running
-    change = {"node_id": node_b[0].pk} if "node_id" in change else change
+    change = {"state": JobState.QUEUED} if in_between == "requeued" else {"node_id": node_b[0].pk}
 
-    def reaped_in_between(ids):
+    def changed_in_between(ids):
         JudgeJob.objects.filter(pk__in=ids).update(error="lease_expired", **change)
         return original(ids)
 
     original = leases.lock_jobs
-    monkeypatch.setattr(leases, "lock_jobs", reaped_in_between)
+    monkeypatch.setattr(leases, "lock_jobs", changed_in_between)
     assert _release(node, now) == 0
     assert JudgeJob.objects.get(pk=job.pk).error == "lease_expired"
