@@ -40,8 +40,29 @@ def test_it_refuses_an_identity_the_node_row_no_longer_has(student, problem, nod
 
 
 def test_an_unknown_node_is_unauthenticated(db):
-    with pytest.raises(Unauthenticated):
+    with pytest.raises(Unauthenticated) as refused:
         _claim(NodeIdentity(10**9, "0" * 64, 1), now=timezone.now())
+    assert refused.value.detail == "The node credential is unknown or revoked."
+
+
+def test_a_node_whose_host_group_keeps_changing_under_the_claim_is_told_to_retry(student, problem, node_a,
+                                                                                 monkeypatch):
+    from judging.services import claim as claim_module
+
+    node, identity = node_a
+    submit(student, problem)
+    elsewhere = HostGroupFactory()
+    looked = []
+
+    def moving(node_id):  # each read without locks sees a group the node has left again
+        looked.append(node_id)
+        return elsewhere.pk
+
+    monkeypatch.setattr(claim_module, "node_host_group_id", moving)
+    with pytest.raises(Unauthenticated) as refused:
+        claim(identity)
+    assert (refused.value.detail, looked) == ("The node is being reconfigured; retry.", [node.pk] * 3)
+    assert JudgeJob.objects.get().state == JobState.QUEUED
 
 
 def test_a_node_that_moved_to_another_host_group_is_claimed_for_in_its_new_group(student, problem, node_a):

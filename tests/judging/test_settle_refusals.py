@@ -251,12 +251,22 @@ def test_an_accepted_result_writes_the_job_and_the_submission(running, settings)
 def test_an_infrastructure_error_without_a_code_is_recorded_as_one(running):
     _, identity, _, job = running
     assert settle(identity, replace(infra_error(job), error="")) == "requeued"
-    assert JudgeJob.objects.get(pk=job.pk).error == "infra_error"
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.error, row.error_message, row.settled_status) == ("infra_error", "the sandbox died", "requeued")
+
+
+def test_an_infrastructure_error_on_the_last_attempt_is_settled_as_failed(running, settings):
+    settings.KECE_MAX_ATTEMPTS = 1
+    _, identity, submission, job = running
+    assert settle(identity, infra_error(job)) == "failed"
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.state, row.settled_status, row.error) == (JobState.FAILED, "failed", "sandbox_crashed")
 
 
 def test_the_result_of_a_lease_that_was_given_back_is_refused(running):
     _, identity, submission, job = running
     assert settle(identity, released(job)) == "requeued"
+    assert JudgeJob.objects.get(pk=job.pk).settled_status == "requeued"
     with pytest.raises(ResultConflict):
         settle(identity, judged(job))
     assert Submission.objects.get(pk=submission.pk).verdict is None
@@ -319,6 +329,21 @@ def test_an_accepted_result_is_logged_with_its_lease_outcome_and_status(running,
     [record] = [r for r in caplog.records if r.getMessage() == "result accepted"]
     assert (record.job, record.lease, record.outcome, record.status, record.verdict) == (
         job.pk, job.lease_epoch, "JUDGED", "settled", "WA")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kece.settle"):
+        settle(identity, judged(job, verdict="WA", passing=[1]))
+    [record] = [r for r in caplog.records if r.getMessage() == "result accepted"]
+    assert (record.status, record.verdict) == ("duplicate", "WA")
+
+
+def test_a_result_without_a_verdict_is_logged_without_one(running, caplog):
+    import logging
+
+    _, identity, _, job = running
+    with caplog.at_level(logging.INFO, logger="kece.settle"):
+        settle(identity, released(job))
+    [record] = [r for r in caplog.records if r.getMessage() == "result accepted"]
+    assert (record.outcome, record.status, record.verdict) == ("RELEASED", "requeued", None)
 
 
 def test_jobs_sent_again_with_a_repeated_result_are_logged(running, student, problem, caplog):
