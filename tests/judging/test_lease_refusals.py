@@ -222,14 +222,29 @@ def test_a_release_gives_back_only_this_nodes_running_jobs(student, problem, nod
     assert (row.available_at, row.error, row.node_id) == (now, "session_replaced", None)
 
 
-def test_a_release_on_the_last_attempt_fails_the_job(student, node_a, settings):
+def test_a_release_on_the_last_attempt_fails_the_job_and_its_submission_sees_it(student, settings):
+    from judging.models import DbSubmission, SettlementEvent
+
     settings.KECE_MAX_ATTEMPTS = 1
-    node, identity = node_a
-    submit(student, make_problem(kind="SQL"), language="mysql", code="SELECT 1;")
+    submission = submit(student, make_problem(kind="SQL"), language="mysql", code="SELECT 1;")
     sql_node, sql_identity = make_node(pool="mysql")
     [job] = claim(sql_identity)
-    assert _release(sql_node, timezone.now()) == 1
+    now = timezone.now()
+    assert _release(sql_node, now) == 1
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.FAILED
+    stored = DbSubmission.objects.get(pk=submission.pk)
+    assert (stored.judged_generation, stored.judged_at, stored.verdict) == (1, now, None)
+    assert SettlementEvent.objects.filter(job_id=job.pk).exists()
+
+
+def test_a_release_gives_back_every_running_job_in_lock_order(student, problem):
+    node, identity = make_node(pool="python", max_slots=6)
+    for _ in range(6):
+        submit(student, problem)
+    now = timezone.now()
+    claim(identity, free_slots=6, now=now)
+    assert _release(node, now) == 6
+    assert not JudgeJob.objects.filter(state=JobState.RUNNING).exists()
 
 
 def test_a_release_of_a_node_with_nothing_running_changes_nothing(node_a):
@@ -238,19 +253,66 @@ def test_a_release_of_a_node_with_nothing_running_changes_nothing(node_a):
 
 
 @pytest.mark.parametrize("in_between", ["requeued", "other-node"])
-def test_a_release_leaves_a_job_that_changed_hands_in_between(running, node_b, monkeypatch, in_between):
+def test_a_release_leaves_a_job_that_changed_hands_in_between(running, node_b, monkeypatch, in_between, student,
+                                                               problem):
     """The running jobs are read before they are locked (the reaper locks only the job);
     each is re-checked under its lock."""
     from judging.services import leases
 
-    node, _, _, job, now = running
+    node, identity, _, job, now = running
+    submit(student, problem)
+    [other] = claim(identity)  # a higher id: the changed job is looked at first
     change = {"state": JobState.QUEUED} if in_between == "requeued" else {"node_id": node_b[0].pk}
 
     def changed_in_between(ids):
-        JudgeJob.objects.filter(pk__in=ids).update(error="lease_expired", **change)
+        JudgeJob.objects.filter(pk=job.pk).update(error="lease_expired", **change)
         return original(ids)
 
     original = leases.lock_jobs
     monkeypatch.setattr(leases, "lock_jobs", changed_in_between)
-    assert _release(node, now) == 0
+    assert _release(node, now) == 1
     assert JudgeJob.objects.get(pk=job.pk).error == "lease_expired"
+    assert JudgeJob.objects.get(pk=other.pk).state == JobState.QUEUED
+
+
+def _node_lock_of(queries, node):
+    [sql] = [q["sql"] for q in queries if "FROM `judge_node`" in q["sql"] and f"WHERE `id` IN ({node.pk})" in q["sql"]]
+    return sql
+
+
+def test_renewals_share_the_node_lock(running):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node, identity, _, job, now = running
+    with CaptureQueriesContext(connection) as queries:
+        _renew(identity, RenewItem(job.pk, job.lease_epoch), now=now)
+    assert _node_lock_of(queries, node).endswith("LOCK IN SHARE MODE")
+
+
+def test_an_expired_self_check_locks_its_node_before_failing_it(settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.KECE_MAX_ATTEMPTS = 1
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    with CaptureQueriesContext(connection) as queries:
+        jobs_reap_expired(now=job.lease_until)
+    assert _node_lock_of(queries, node).endswith("FOR UPDATE")
+
+
+@pytest.mark.parametrize("service", ["renew", "reap-requeue", "reap-fail"])
+def test_each_lease_service_is_a_transaction_of_its_own(running, settings, service):
+    """Nested in a caller's transaction its locks would outlive it: refused."""
+    from django.db import transaction
+
+    _, identity, _, job, now = running
+    settings.KECE_MAX_ATTEMPTS = 1 if service == "reap-fail" else 3
+    with pytest.raises(RuntimeError, match="durable"):
+        with transaction.atomic():
+            if service == "renew":
+                _renew(identity, RenewItem(job.pk, job.lease_epoch), now=now)
+            else:
+                jobs_reap_expired(now=job.lease_until)
