@@ -317,3 +317,14 @@ def test_each_lease_is_logged_with_its_job_lease_node_pool_and_attempt(student, 
     [record] = [r for r in caplog.records if r.getMessage() == "job leased"]
     assert (record.job, record.lease, record.node, record.pool, record.attempt) == (
         job.pk, 1, node.pk, "python", 1)
+
+
+def test_a_claim_is_a_transaction_of_its_own(student, problem, node_a):
+    """Nested in a caller's transaction its locks would outlive it: refused."""
+    from django.db import transaction
+
+    _, identity = node_a
+    submit(student, problem)
+    with pytest.raises(RuntimeError, match="durable"):
+        with transaction.atomic():
+            claim(identity)

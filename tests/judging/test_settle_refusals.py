@@ -494,3 +494,13 @@ def test_a_repeated_result_sends_again_only_this_nodes_carried_jobs(student, pro
     status, repeated = _settle_and_claim(identity_b, judged(again))
     assert (status, carried_b.jobs, repeated.jobs) == ("duplicate", [], [])
     assert JudgeJob.objects.get(pk=held_by_a.pk).node_id == identity_a.node_id
+
+
+def test_a_result_is_a_transaction_of_its_own(running):
+    """Nested in a caller's transaction its locks would outlive it: refused."""
+    from django.db import transaction
+
+    _, identity, _, job = running
+    with pytest.raises(RuntimeError, match="durable"):
+        with transaction.atomic():
+            settle(identity, judged(job))
