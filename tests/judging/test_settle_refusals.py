@@ -504,3 +504,19 @@ def test_a_result_is_a_transaction_of_its_own(running):
     with pytest.raises(RuntimeError, match="durable"):
         with transaction.atomic():
             settle(identity, judged(job))
+
+
+def test_a_diagnostic_result_finishes_the_nodes_self_check_when_it_is_accepted(problem):
+    from nodes.models import NodeCheck
+
+    node, identity = make_node(pool="python")
+    check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
+    _diagnostic_job(node, check)
+    [job] = claim(identity)
+    now = timezone.now()
+    checks = ({"name": "python", "ok": True, "detail": "ran"},)
+    assert settle(identity, replace(judged(job), checks=checks, cases=(), score=100), now=now) == "settled"
+    check.refresh_from_db()
+    assert (check.status, check.finished_at) == (NodeCheck.Status.PASSED, now)
+    assert JudgeNode.objects.get(pk=node.pk).self_check_finished_at == now
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.COMPLETED
