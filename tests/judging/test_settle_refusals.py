@@ -255,6 +255,16 @@ def test_an_infrastructure_error_without_a_code_is_recorded_as_one(running):
     assert (row.error, row.error_message, row.settled_status) == ("infra_error", "the sandbox died", "requeued")
 
 
+@pytest.mark.parametrize("max_attempts, status", [(3, "requeued"), (1, "failed")])
+def test_an_infrastructure_error_posted_again_is_a_duplicate(running, settings, max_attempts, status):
+    settings.KECE_MAX_ATTEMPTS = max_attempts
+    _, identity, _, job = running
+    assert settle(identity, infra_error(job)) == status
+    assert settle(identity, infra_error(job)) == "duplicate"
+    with pytest.raises(ResultConflict):
+        settle(identity, infra_error(job, error="network"))
+
+
 def test_an_infrastructure_error_on_the_last_attempt_is_settled_as_failed(running, settings):
     settings.KECE_MAX_ATTEMPTS = 1
     _, identity, submission, job = running
@@ -266,7 +276,8 @@ def test_an_infrastructure_error_on_the_last_attempt_is_settled_as_failed(runnin
 def test_the_result_of_a_lease_that_was_given_back_is_refused(running):
     _, identity, submission, job = running
     assert settle(identity, released(job)) == "requeued"
-    assert JudgeJob.objects.get(pk=job.pk).settled_status == "requeued"
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.settled_status, row.error) == ("requeued", "released")
     with pytest.raises(ResultConflict):
         settle(identity, judged(job))
     assert Submission.objects.get(pk=submission.pk).verdict is None
