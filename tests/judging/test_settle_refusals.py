@@ -531,3 +531,14 @@ def test_a_diagnostic_result_finishes_the_nodes_self_check_when_it_is_accepted(p
     assert (check.status, check.finished_at) == (NodeCheck.Status.PASSED, now)
     assert JudgeNode.objects.get(pk=node.pk).self_check_finished_at == now
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.COMPLETED
+
+
+def test_a_diagnostic_job_failing_on_its_last_attempt_fails_the_self_check(problem, settings):
+    from nodes.models import CheckStatus
+
+    settings.KECE_MAX_ATTEMPTS = 1
+    node, identity = make_node(pool="python")
+    _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    [job] = claim(identity)
+    assert settle(identity, infra_error(job)) == "failed"
+    assert JudgeNode.objects.get(pk=node.pk).self_check_status == CheckStatus.FAILED
