@@ -37,8 +37,8 @@ MODULES = {
         "tests/judging/test_settle_refusals.py", "tests/judging/test_settlement_events.py", *_NODE_PATH,
         "tests/api/test_node_auth.py"]),
     "locking": ("judging/locking.py", [
-        "tests/judging/test_locking.py", "tests/judging/test_lock_refusals.py", "tests/judging/test_claim_concurrency.py",
-        "tests/judging/test_settlement_events.py", "tests/judging/test_reaper_race.py", *_NODE_PATH]),
+        "tests/judging/test_locking.py", "tests/judging/test_lock_refusals.py",
+        "tests/judging/test_claim_concurrency.py", "tests/judging/test_settlement_events.py", "tests/judging/test_reaper_race.py", *_NODE_PATH]),
     "auth": ("nodes/auth.py", [
         "tests/api/test_node_auth.py", "tests/api/test_artifact_refusals.py", "tests/api/test_permissions.py",
         "tests/api/test_join.py", "tests/nodes/test_checks.py"]),
