@@ -6,7 +6,9 @@ the next:
   database, so the next run would prefix it again (`test_test_…`) while the database pool
   threads stay connected to the first one;
 - the node-auth and job-meta caches would answer for credentials and job ids that the next
-  run's fresh test data reuses.
+  run's fresh test data reuses;
+- the lock helper's row shapes, built once per model, would hide a mutant of the code that
+  builds them.
 """
 
 _database_names: dict[str, str] = {}
@@ -15,7 +17,7 @@ _database_names: dict[str, str] = {}
 def pytest_sessionstart(session):
     from django.db import connections
 
-    from judging import waiting
+    from judging import locking, waiting
     from judging.services import job_meta
     from nodes.auth import auth_cache
 
@@ -29,6 +31,7 @@ def pytest_sessionstart(session):
         waiting._executor = None
     auth_cache.drop_where(lambda _: True)
     job_meta.forget_all()
+    locking._shapes.clear()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -116,11 +116,12 @@ def _queued(*submissions):
 
 def test_the_scan_takes_nothing_for_no_slots_and_skips_rows_it_holds(rows):
     node, first, second, _ = rows
-    where, params = _queued(first, second)
+    third = submit(first.user, first.problem)
+    where, params = _queued(first, second, third)
     with transaction.atomic():
         assert claim_queued_jobs(where, params, limit=0) == []
-        lock_job(first.current_judge_job_id)
-        assert [j.pk for j in claim_queued_jobs(where, params, limit=2)] == [second.current_judge_job_id]
+        lock_jobs([first.current_judge_job_id, second.current_judge_job_id])
+        assert [j.pk for j in claim_queued_jobs(where, params, limit=3)] == [third.current_judge_job_id]
 
 
 def test_the_scan_is_not_order_checked_but_what_it_took_is(rows):
@@ -215,3 +216,22 @@ def test_a_write_without_the_lock_names_the_rows(rows):
     with pytest.raises(LockOrderViolation) as refused:
         lock_job(ids[0])
     assert str(refused.value) == "row locks may only be taken inside transaction.atomic()"
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_a_due_event_another_dispatcher_holds_is_skipped_not_waited_for():
+    from django.utils import timezone
+
+    from judging.locking import lock_due_event
+    from judging.models import SettlementEvent
+
+    submission = submit(UserFactory(), make_problem(languages=("python",)))
+    now = timezone.now()
+    event = SettlementEvent.objects.create(job_id=submission.current_judge_job_id, event_type="problem_stats",
+                                           next_attempt_at=now, created_at=now)
+    seen = []
+    with transaction.atomic():
+        assert lock_due_event(event.pk).pk == event.pk
+        assert _in_another_connection(lambda: seen.append(lock_due_event(event.pk))) is True
+    assert seen == [None]
