@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,9 @@ def glob_of(path: str) -> str:
 
 def run(names: list[str], env: dict) -> None:
     mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", "1"]
+    started = time.monotonic()
     for name in names:
+        module_started = time.monotonic()
         print(f"== {name}: {MODULES[name][0]}", flush=True)
         # mutmut keeps a result once it has one; tests added since may kill what survived.
         path, tests = MODULES[name]
@@ -79,6 +82,8 @@ def run(names: list[str], env: dict) -> None:
         if survived_before:
             print(f"== {name}: {len(survived_before)} earlier survivors again", flush=True)
             subprocess.run([*mutmut, *survived_before], cwd=ROOT, env=env, check=False)
+        print(f"== {name}: {time.monotonic() - module_started:.0f} s", flush=True)
+    print(f"== all: {time.monotonic() - started:.0f} s", flush=True)
 
 
 def results(path: str) -> dict[str, int | None]:
