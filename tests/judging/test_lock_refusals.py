@@ -174,14 +174,16 @@ def test_only_shared_node_locks_are_held_side_by_side(held_shared, wanted_shared
 
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
-def test_host_group_submission_and_job_locks_are_exclusive():
+def test_host_group_node_submission_and_job_locks_are_exclusive_by_default():
     node, _ = make_node(pool="python")
     submission = submit(UserFactory(), make_problem(languages=("python",)))
     with transaction.atomic():
         lock_host_group(node.host_group_id)
+        lock_node(node.pk)
         lock_submission("ALGO", submission.pk)
         lock_job(submission.current_judge_job_id)
         assert _in_another_connection(lambda: lock_host_group(node.host_group_id)) is False
+        assert _in_another_connection(lambda: lock_node(node.pk, shared=True)) is False
         assert _in_another_connection(lambda: lock_submission("ALGO", submission.pk)) is False
         assert _in_another_connection(lambda: lock_job(submission.current_judge_job_id)) is False
 
