@@ -11,6 +11,8 @@ the next:
   builds them.
 """
 
+import pytest
+
 _database_names: dict[str, str] = {}
 
 
@@ -46,3 +48,17 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = keep
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_rows_left_by_a_killed_run(django_db_setup, django_db_blocker):
+    """A mutant whose run was stopped mid-test (its time limit) leaves the rows a
+    `transaction=True` test had committed: clear them before the next run counts rows."""
+    from django.core.management import call_command
+
+    from judging.models import JudgeJob, SettlementEvent
+    from nodes.models import JudgeNode
+
+    with django_db_blocker.unblock():
+        if JudgeJob.objects.exists() or SettlementEvent.objects.exists() or JudgeNode.objects.exists():
+            call_command("flush", interactive=False, verbosity=0)
