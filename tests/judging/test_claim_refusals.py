@@ -45,6 +45,14 @@ def test_an_unknown_node_is_unauthenticated(db):
     assert refused.value.detail == "The node credential is unknown or revoked."
 
 
+def test_a_node_deleted_since_it_authenticated_is_unauthenticated(node_a):
+    node, identity = node_a
+    hinted = NodeIdentity(node.pk, identity.credential_digest, identity.session_epoch, node.host_group_id)
+    JudgeNode.objects.filter(pk=node.pk).delete()
+    with pytest.raises(Unauthenticated):
+        _claim(hinted, now=timezone.now())
+
+
 def test_a_node_whose_host_group_keeps_changing_under_the_claim_is_told_to_retry(student, problem, node_a,
                                                                                  monkeypatch):
     from judging.services import claim as claim_module
