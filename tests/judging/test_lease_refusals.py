@@ -316,3 +316,19 @@ def test_each_lease_service_is_a_transaction_of_its_own(running, settings, servi
                 _renew(identity, RenewItem(job.pk, job.lease_epoch), now=now)
             else:
                 jobs_reap_expired(now=job.lease_until)
+
+
+def test_the_reapers_batch_is_spent_only_on_expired_running_leases(student, problem, settings):
+    """Settled jobs keep their last deadline and live leases are not due: neither may
+    crowd an expired lease out of a small batch. Equal deadlines go by id."""
+    settings.KECE_RETRY_BACKOFF_MS = 0
+    node, identity = make_node(pool="python", max_slots=4)
+    for _ in range(4):
+        submit(student, problem)
+    now = timezone.now()
+    settled, live, expired, twin = claim(identity, free_slots=4, now=now)
+    settle(identity, judged(settled), now=now)
+    JudgeJob.objects.filter(pk__in=[settled.pk, expired.pk, twin.pk]).update(lease_until=now - timedelta(seconds=5))
+    assert jobs_reap_expired(now=now, batch=1).requeued == [expired.pk]
+    assert jobs_reap_expired(now=now, batch=1).requeued == [twin.pk]
+    assert JudgeJob.objects.get(pk=live.pk).state == JobState.RUNNING
