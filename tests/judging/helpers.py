@@ -49,3 +49,19 @@ def released(job) -> SettleRequest:
 
 def settle(identity, request, *, now=None):
     return job_settle(identity=identity, request=request, now=now or timezone.now())
+
+
+def stale_identities():
+    """What a revoke, a rotation or a new session leaves on the node row, and the error a
+    call still made with the node's old identity gets: parameters `change, error`."""
+    import pytest
+
+    from kece.errors import SessionSuperseded, Unauthenticated
+
+    return pytest.mark.parametrize("change, error", [
+        ({"revoked_at": timezone.now()}, Unauthenticated),
+        ({"credential_digest": "0" * 64}, Unauthenticated),
+        ({"credential_digest": None}, Unauthenticated),
+        ({"session_epoch": 2}, SessionSuperseded),
+        ({"session_open": False}, SessionSuperseded),
+    ], ids=["revoked", "rotated", "no-credential", "new-session", "closed-session"])
