@@ -14,7 +14,7 @@ from nodes.checks import node_check_start
 from nodes.models import DesiredState, HostGroupStatus, JudgeHostGroup, JudgeNode
 from tests.factories import HostGroupFactory, make_node, make_problem
 from tests.judging.helpers import claim, stale_identities, submit
-from tests.nodes.test_checks import _diagnostic_job
+from tests.nodes.test_checks import _diagnostic_job, _diagnostic_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -144,14 +144,14 @@ def test_a_draining_node_gets_neither_judge_nor_diagnostic_jobs(student, problem
 
 @pytest.mark.parametrize("state", [DesiredState.PENDING_VERIFICATION, DesiredState.DISABLED])
 def test_a_node_that_is_not_enabled_gets_only_its_own_diagnostic_job(student, problem, state):
-    node, identity = make_node(pool="python")
+    node, identity = make_node(pool="python", max_slots=20)
     submit(student, problem)
-    diagnostic = _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    diagnostics = _diagnostic_jobs(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
     JudgeNode.objects.filter(pk=node.pk).update(desired_state=state)
 
-    result = _claim(identity, free_slots=4, now=timezone.now())
+    result = _claim(identity, free_slots=20, now=timezone.now())
 
-    assert [j.pk for j in result.jobs] == [diagnostic.pk]
+    assert sorted(j.pk for j in result.jobs) == sorted(j.pk for j in diagnostics)  # and no judge job
     assert _claim(identity, free_slots=4, now=timezone.now()).reason == "not_ready"
 
 

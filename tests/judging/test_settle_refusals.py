@@ -520,25 +520,28 @@ def test_a_result_is_a_transaction_of_its_own(running):
 def test_a_diagnostic_result_finishes_the_nodes_self_check_when_it_is_accepted(problem):
     from nodes.models import NodeCheck
 
-    node, identity = make_node(pool="python")
+    node, identity = make_node(pool="python", max_slots=20)
     check = node_check_start(node_id=node.pk, actor=None, now=timezone.now())
     _diagnostic_job(node, check)
-    [job] = claim(identity)
+    jobs = claim(identity, free_slots=20)
     now = timezone.now()
     checks = ({"name": "python", "ok": True, "detail": "ran"},)
-    assert settle(identity, replace(judged(job), checks=checks, cases=(), score=100), now=now) == "settled"
+    for job in jobs:  # each canary judged as expected; the check ends with the last
+        verdict = job.snapshot["canary"]["expect"]
+        assert settle(identity, replace(judged(job, verdict=verdict), checks=checks), now=now) == "settled"
     check.refresh_from_db()
     assert (check.status, check.finished_at) == (NodeCheck.Status.PASSED, now)
     assert JudgeNode.objects.get(pk=node.pk).self_check_finished_at == now
-    assert JudgeJob.objects.get(pk=job.pk).state == JobState.COMPLETED
+    assert {JudgeJob.objects.get(pk=j.pk).state for j in jobs} == {JobState.COMPLETED}
 
 
-def test_a_diagnostic_job_failing_on_its_last_attempt_fails_the_self_check(problem, settings):
+def test_a_diagnostic_job_failing_at_its_first_attempt_fails_the_self_check(problem, settings):
     from nodes.models import CheckStatus
 
-    settings.KECE_MAX_ATTEMPTS = 1
-    node, identity = make_node(pool="python")
+    node, identity = make_node(pool="python", max_slots=20)
     _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
-    [job] = claim(identity)
-    assert settle(identity, infra_error(job)) == "failed"
+    first, *others = claim(identity, free_slots=20)
+    assert settings.KECE_MAX_ATTEMPTS > 1 and settle(identity, infra_error(first)) == "failed"  # not retried
+    for job in others:
+        settle(identity, judged(job, verdict=job.snapshot["canary"]["expect"]))
     assert JudgeNode.objects.get(pk=node.pk).self_check_status == CheckStatus.FAILED
