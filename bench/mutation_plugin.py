@@ -19,18 +19,20 @@ _database_names: dict[str, str] = {}
 def pytest_sessionstart(session):
     from django.db import connections
 
-    from judging import locking, waiting
-    from judging.services import job_meta
+    from judging import locking
     from judging.auth import auth_cache
+    from judging.services import job_meta
+    from kece import lanes
 
     for alias in connections:
         settings_dict = connections[alias].settings_dict
         _database_names.setdefault(alias, settings_dict["NAME"])
         settings_dict["NAME"] = _database_names[alias]
     connections.close_all()
-    if waiting._executor is not None:  # its threads keep the last run's connections
-        waiting._executor.shutdown(wait=True)
-        waiting._executor = None
+    for lane in (lanes.NODE, lanes.USER, lanes.ADMIN):  # their threads keep the last run's connections
+        if lane._executor is not None:
+            lane._executor.shutdown(wait=True)
+            lane._executor = None
     auth_cache.drop_where(lambda _: True)
     job_meta.forget_all()
     locking._shapes.clear()
