@@ -41,7 +41,7 @@ CONTRACT = {
     ("PATCH", ADMIN + "host-groups/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
     ("POST", ADMIN + "submissions/{}/{}/rejudge"): (202, ADMIN_ERRORS | {404}),
     ("DELETE", ADMIN + "submissions/{}/{}"): (204, ADMIN_ERRORS | {404}),
-    ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400, 403}),
+    ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400, 403, 409}),
     ("GET", "/api/v1/submissions/{}/{}"): (200, USER_ERRORS | {404}),
     ("GET", "/api/v1/system/judgers/summary"): (200, set()),
 }

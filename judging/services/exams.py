@@ -1,0 +1,200 @@
+"""Exams: submitting into one, objective answers, the hand-in, scores and deletion.
+
+A participant's submits, answers and hand-in are serialised on the participant's row lock
+(rank EXAM_PARTICIPANT in `judging.locking`, before any submission), and each re-checks the
+participant's state under it: a hand-in happens once, and every later or concurrent one
+reads back the confirmation that transaction committed.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import F
+
+from judging.locking import lock_exam_participant, lock_exam_participants, lock_submission, save_locked
+from judging.models import (
+    SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, ProblemKind, QuestionKind,
+)
+from judging.services.rejudge import queue_generation, submission_delete
+from kece.errors import ExamClosed, Invalid, NotFound
+
+logger = logging.getLogger("kece.exams")
+
+NOT_STARTED, OPEN, HANDED_IN, CLOSED = "NOT_STARTED", "OPEN", "HANDED_IN", "CLOSED"
+
+
+def participant_state(exam, participant, *, now) -> str:
+    if participant.handed_in_at is not None:
+        return HANDED_IN
+    if now < exam.starts_at:
+        return NOT_STARTED
+    return OPEN if now < exam.ends_at else CLOSED
+
+
+def exam_for_submit(exam_id, *, problem, practice):
+    """The exam a submission names, if it holds the problem (checked again under the lock)."""
+    if exam_id is None:
+        return None
+    if practice is not None:
+        raise Invalid("A submission belongs to a lesson practice or to an exam, not both.",
+                      fields={"examId": ["not with lessonPracticeId"]})
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None or not ExamProblem.objects.filter(exam=exam, problem=problem).exists():
+        raise Invalid("This exam does not exist or does not contain the problem.",
+                      fields={"examId": ["unknown for this problem"]})
+    return exam
+
+
+def _locked_participant(exam_id: int, user):
+    """Lock the user's participant row; an exam that is deleted or not theirs is not found.
+
+    The exam is read after the lock: deleting an exam locks all its participants first, so
+    a deletion either committed before this read or waits for this transaction."""
+    pk = ExamParticipant.objects.filter(exam_id=exam_id, user=user).values_list("pk", flat=True).first()
+    participant = lock_exam_participant(pk) if pk is not None else None
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first() if participant else None
+    if exam is None:
+        raise NotFound()
+    return exam, participant
+
+
+_REFUSALS = {
+    NOT_STARTED: "The exam has not started yet.",
+    HANDED_IN: "You have handed in this exam; it takes no more answers or submissions.",
+    CLOSED: "The exam has ended; it takes no more answers or submissions.",
+}
+
+
+def _require_open(exam, participant, *, now) -> None:
+    state = participant_state(exam, participant, now=now)
+    if state != OPEN:
+        raise ExamClosed(_REFUSALS[state])
+
+
+def exam_entry(exam, *, user, now):
+    """Inside a submit's transaction: lock the participant and check the exam is open to
+    them (not handed in, between start and end)."""
+    try:
+        exam, participant = _locked_participant(exam.pk, user)
+    except NotFound:
+        raise Invalid("You are not a participant of this exam.", fields={"examId": ["not a participant"]}) from None
+    _require_open(exam, participant, now=now)
+    return participant
+
+
+def exam_answer_save(*, exam_id: int, question_id: int, user, choices: list, now) -> ExamAnswer:
+    question = ExamQuestion.objects.filter(pk=question_id, exam_id=exam_id).first()
+    if question is None:
+        raise NotFound()
+    if any(not isinstance(c, int) or not 0 <= c < len(question.options) for c in choices) \
+            or len(set(choices)) != len(choices):
+        raise Invalid("Each choice must be the index of a distinct option.", fields={"choices": ["unknown option"]})
+    if question.kind == QuestionKind.SINGLE and len(choices) > 1:
+        raise Invalid("This question takes one choice.", fields={"choices": ["one choice only"]})
+    with transaction.atomic(durable=True):
+        exam, participant = _locked_participant(exam_id, user)
+        _require_open(exam, participant, now=now)
+        answer, _ = ExamAnswer.objects.update_or_create(participant=participant, question=question,
+                                                        defaults={"choices": sorted(choices)})
+    return answer
+
+
+@dataclass(frozen=True)
+class HandIn:
+    handed_in_at: object
+    jobs: int
+    # Whether this call handed in (not part of the confirmation every caller gets).
+    fresh: bool = field(default=False, compare=False)
+
+
+def _last_submissions(exam, user_id: int) -> list:
+    """(type, id) of the last live submission of each exam problem, in lock order."""
+    kinds = dict(ExamProblem.objects.filter(exam=exam).values_list("problem_id", "problem__kind"))
+    found = []
+    for problem_id, kind in kinds.items():
+        submission_type = ProblemKind(kind).value
+        last = (SUBMISSION_MODELS[submission_type].objects
+                .filter(exam=exam, user_id=user_id, problem_id=problem_id, deleted_at__isnull=True)
+                .order_by("-id").values_list("id", flat=True).first())
+        if last is not None:
+            found.append((submission_type, last))
+    return sorted(found, key=lambda ref: (ref[0] != "ALGO", ref[1]))
+
+
+def _score_objective(exam, participant) -> int:
+    answers = {a.question_id: a for a in ExamAnswer.objects.filter(participant=participant)}
+    total = 0
+    for question in ExamQuestion.objects.filter(exam=exam):
+        answer = answers.get(question.pk)
+        if answer is not None:
+            answer.score = question.score_for(answer.choices)
+            answer.save(update_fields=["score", "updated_at"])
+            total += answer.score
+    return total
+
+
+def _hand_in_locked(exam, participant, *, now) -> HandIn:
+    if participant.handed_in_at is not None:
+        return HandIn(participant.handed_in_at, participant.hand_in_jobs or 0)
+    if now < exam.starts_at:
+        raise ExamClosed(_REFUSALS[NOT_STARTED])
+    # The last submission of each problem is judged unless it already has a job: in OI none
+    # has one yet; in ACM every one was judged when submitted, so none is judged twice.
+    jobs = 0
+    for submission_type, submission_id in _last_submissions(exam, participant.user_id):
+        submission = lock_submission(submission_type, submission_id)
+        if submission.current_judge_job_id is None:
+            queue_generation(submission, generation=1, now=now)
+            jobs += 1
+    participant.objective_score = _score_objective(exam, participant)
+    participant.handed_in_at = min(now, exam.ends_at)
+    participant.hand_in_jobs = jobs
+    save_locked(participant, ["objective_score", "handed_in_at", "hand_in_jobs"])
+    logger.info("exam handed in", extra={"exam": exam.pk, "participant": participant.pk, "jobs": jobs,
+                                         "objective": participant.objective_score})
+    return HandIn(participant.handed_in_at, jobs, fresh=True)
+
+
+def exam_hand_in(*, exam_id: int, user, now) -> HandIn:
+    """Hand in the user's exam; a repeat (or a concurrent twin) gets the same confirmation."""
+    with transaction.atomic(durable=True):
+        exam, participant = _locked_participant(exam_id, user)
+        return _hand_in_locked(exam, participant, now=now)
+
+
+def exams_hand_in_overdue(*, now, batch: int = 200) -> int:
+    """Hand in for every participant of an ended exam who did not. Several workers may run
+    this at once: each hand-in re-checks under the participant's lock, so each participant
+    is handed in once. Returns how many this call handed in."""
+    overdue = list(ExamParticipant.objects.filter(
+        handed_in_at__isnull=True, exam__ends_at__lte=now, exam__deleted_at__isnull=True,
+    ).order_by("id").values_list("exam_id", "user_id")[:batch])
+    handed = 0
+    for exam_id, user_id in overdue:
+        try:
+            handed += exam_hand_in(exam_id=exam_id, user=user_id, now=now).fresh
+        except NotFound:
+            continue  # deleted meanwhile
+    return handed
+
+
+def exam_delete(*, exam_id: int, now) -> None:
+    """Delete an exam: no participant may submit or hand in from the moment it commits, then
+    each of its submissions is deleted as one is today (open jobs CANCELLED, late results
+    `superseded`, statistics recomputed without them). Repeating it finishes a sweep that
+    was interrupted."""
+    exam = Exam.objects.filter(pk=exam_id).first()
+    if exam is None:
+        raise NotFound()
+    if exam.deleted_at is None:
+        with transaction.atomic(durable=True):
+            lock_exam_participants(ExamParticipant.objects.filter(exam=exam).values_list("pk", flat=True))
+            Exam.objects.filter(pk=exam_id).update(deleted_at=now, revision=F("revision") + 1)
+        logger.info("exam deleted", extra={"exam": exam_id})
+    for submission_type, model in SUBMISSION_MODELS.items():
+        for submission_id in model.objects.filter(exam=exam, deleted_at__isnull=True).values_list("id", flat=True):
+            try:
+                submission_delete(submission_type=submission_type, submission_id=submission_id, now=now)
+            except NotFound:
+                continue  # deleted meanwhile
