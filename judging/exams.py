@@ -128,6 +128,7 @@ class ExamScore(models.Model):
 class Lesson(models.Model):
     title = models.CharField(max_length=200)
     revision = models.PositiveIntegerField(default=1)
+    deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

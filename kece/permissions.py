@@ -22,3 +22,22 @@ class ManagesJudgers(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False
         return can_manage_judgers(request.user)
+
+
+MANAGE_EXAMS = "judging.manage_exams"
+
+
+def can_manage_exams(user) -> bool:
+    return bool(user and user.is_authenticated and user.is_active
+                and (user.has_perm(MANAGE_EXAMS) or user.has_perm(MANAGE_JUDGERS)))
+
+
+class ManagesExams(BasePermission):
+    """Exams, lessons and practices: judging.manage_exams (or nodes.manage_judgers)."""
+
+    message = "Managing exams needs the judging.manage_exams permission."
+
+    def has_permission(self, request, view):
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return can_manage_exams(request.user)

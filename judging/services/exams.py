@@ -17,7 +17,7 @@ from judging.models import (
     SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, ProblemKind, QuestionKind,
 )
 from judging.services.rejudge import queue_generation, submission_delete
-from kece.errors import ExamClosed, Invalid, NotFound
+from kece.errors import ExamClosed, Invalid, NotFound, RevisionConflict
 
 logger = logging.getLogger("kece.exams")
 
@@ -192,8 +192,99 @@ def exam_delete(*, exam_id: int, now) -> None:
             lock_exam_participants(ExamParticipant.objects.filter(exam=exam).values_list("pk", flat=True))
             Exam.objects.filter(pk=exam_id).update(deleted_at=now, revision=F("revision") + 1)
         logger.info("exam deleted", extra={"exam": exam_id})
+    delete_submissions(now=now, exam=exam)
+
+
+# --- administration ------------------------------------------------------------------------------
+
+def _checked_window(starts_at, ends_at) -> None:
+    if ends_at <= starts_at:
+        raise Invalid("An exam must end after it starts.", fields={"endsAt": ["not after startsAt"]})
+
+
+def _checked_question(question: dict) -> dict:
+    options, correct = question["options"], question["correct"]
+    if not options or len(set(correct)) != len(correct) or any(not 0 <= c < len(options) for c in correct) \
+            or not correct or (question["kind"] == QuestionKind.SINGLE and len(correct) != 1):
+        raise Invalid("A question's correct answer must be distinct option indexes (exactly one for SINGLE).",
+                      fields={"questions": ["invalid correct set"]})
+    return question
+
+
+def exam_create(*, title: str, mode: str, starts_at, ends_at, problems: list, questions: list) -> Exam:
+    """problems: [{problem_id, points}]; questions: [{kind, prompt, options, correct, points}]."""
+    from judging.models import Problem
+
+    _checked_window(starts_at, ends_at)
+    ids = [p["problem_id"] for p in problems]
+    if len(set(ids)) != len(ids) or Problem.objects.filter(pk__in=ids, is_canary=False).count() != len(ids):
+        raise Invalid("Each problem must exist and appear once.", fields={"problems": ["unknown or repeated"]})
+    checked = [_checked_question(q) for q in questions]
+    with transaction.atomic(durable=True):
+        exam = Exam.objects.create(title=title, mode=mode, starts_at=starts_at, ends_at=ends_at)
+        ExamProblem.objects.bulk_create([ExamProblem(exam=exam, problem_id=p["problem_id"], points=p["points"],
+                                                     ordinal=i) for i, p in enumerate(problems)])
+        ExamQuestion.objects.bulk_create([ExamQuestion(exam=exam, ordinal=i, **q) for i, q in enumerate(checked)])
+    logger.info("exam created", extra={"exam": exam.pk, "mode": mode})
+    return exam
+
+
+def update_at_revision(model, pk: int, revision: int, values: dict):
+    """One conditional UPDATE on the row's revision: a stale revision changes nothing."""
+    changed = model.objects.filter(pk=pk, revision=revision, deleted_at__isnull=True).update(
+        revision=F("revision") + 1, **values)
+    current = model.objects.filter(pk=pk, deleted_at__isnull=True).first()
+    if current is None:
+        raise NotFound()
+    if not changed:
+        raise RevisionConflict(f"It is at revision {current.revision}, not {revision}.")
+    return current
+
+
+def exam_update(*, exam_id: int, revision: int, changes: dict) -> Exam:
+    """Change title, start or end, based on the revision read."""
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None:
+        raise NotFound()
+    _checked_window(changes.get("starts_at", exam.starts_at), changes.get("ends_at", exam.ends_at))
+    return update_at_revision(Exam, exam_id, revision, changes)
+
+
+def exam_publish(*, exam_id: int, now) -> Exam:
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None:
+        raise NotFound()
+    if exam.published_at is None:
+        Exam.objects.filter(pk=exam_id, published_at__isnull=True).update(published_at=now,
+                                                                          revision=F("revision") + 1)
+        exam.refresh_from_db()
+    return exam
+
+
+def participants_add(*, exam_id: int, user_ids: list) -> int:
+    from django.contrib.auth import get_user_model
+
+    if not Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).exists():
+        raise NotFound()
+    users = set(get_user_model().objects.filter(pk__in=user_ids).values_list("pk", flat=True))
+    if users != set(user_ids):
+        raise Invalid("Some users do not exist.", fields={"userIds": sorted(set(user_ids) - users)})
+    before = ExamParticipant.objects.filter(exam_id=exam_id).count()
+    ExamParticipant.objects.bulk_create([ExamParticipant(exam_id=exam_id, user_id=pk) for pk in sorted(users)],
+                                        ignore_conflicts=True)
+    return ExamParticipant.objects.filter(exam_id=exam_id).count() - before
+
+
+def results_visible(exam) -> bool:
+    """ACM scores are live; OI ones are shown once an admin publishes them."""
+    return exam.judges_at_once or exam.published_at is not None
+
+
+def delete_submissions(*, now, **link) -> None:
+    """Delete every live submission linked as `link` says (an exam, a practice, a problem),
+    one at a time as an admin would: open jobs CANCELLED, late results `superseded`."""
     for submission_type, model in SUBMISSION_MODELS.items():
-        for submission_id in model.objects.filter(exam=exam, deleted_at__isnull=True).values_list("id", flat=True):
+        for submission_id in model.objects.filter(deleted_at__isnull=True, **link).values_list("id", flat=True):
             try:
                 submission_delete(submission_type=submission_type, submission_id=submission_id, now=now)
             except NotFound:

@@ -21,7 +21,7 @@ MAX_SOURCE_BYTES = 256 * 1024
 def _validated_practice(lesson_practice_id, problem):
     if lesson_practice_id is None:
         return None
-    practice = LessonPractice.objects.filter(pk=lesson_practice_id).first()
+    practice = LessonPractice.objects.filter(pk=lesson_practice_id, deleted_at__isnull=True).first()
     if practice is None or not practice.problems.filter(pk=problem.pk).exists():
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
                       fields={"lessonPracticeId": ["unknown for this problem"]})

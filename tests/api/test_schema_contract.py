@@ -44,6 +44,22 @@ CONTRACT = {
     ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400, 403, 409}),
     ("GET", "/api/v1/submissions/{}/{}"): (200, USER_ERRORS | {404}),
     ("GET", "/api/v1/system/judgers/summary"): (200, set()),
+    # Exams and lessons (added to the contract: README, "API additions").
+    ("GET", "/api/v1/exams/{}"): (200, USER_ERRORS | {404}),
+    ("PUT", "/api/v1/exams/{}/answers/{}"): (200, USER_ERRORS | {400, 403, 404, 409}),
+    ("POST", "/api/v1/exams/{}/hand-in"): (200, USER_ERRORS | {403, 404, 409}),
+    ("GET", "/api/v1/exams/{}/result"): (200, USER_ERRORS | {404, 409}),
+    ("GET", "/api/v1/lessons/practices/{}"): (200, USER_ERRORS | {404}),
+    ("POST", ADMIN + "exams"): (201, ADMIN_ERRORS | {400}),
+    ("PATCH", ADMIN + "exams/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
+    ("DELETE", ADMIN + "exams/{}"): (204, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "exams/{}/participants"): (200, ADMIN_ERRORS | {400, 404}),
+    ("POST", ADMIN + "exams/{}/publish"): (200, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "lessons"): (201, ADMIN_ERRORS | {400}),
+    ("PATCH", ADMIN + "lessons/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
+    ("POST", ADMIN + "lessons/{}/practices"): (201, ADMIN_ERRORS | {400, 404}),
+    ("PATCH", ADMIN + "lessons/practices/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
+    ("DELETE", ADMIN + "lessons/practices/{}"): (204, ADMIN_ERRORS | {404}),
 }
 
 NODE_FIELDS = {"id", "name", "pool", "hostGroupId", "baseUrl", "desiredState", "observedState", "maxSlots",
