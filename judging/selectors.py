@@ -45,8 +45,6 @@ def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str
     if submission.deleted_at is not None or (job is not None and job.state == JobState.CANCELLED):
         return "CANCELLED", None
     if job is None:
-        if submission.exam_id and submission.judged_at is None:
-            return "PENDING", "hand_in"  # an OI exam's submission: judged when the exam is handed in
         return (submission.verdict or "SYSTEM_ERROR"), None
     if job.state == JobState.COMPLETED:
         return submission.verdict or job.result.get("verdict"), None

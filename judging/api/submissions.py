@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, Verdict
 from judging.selectors import submission_state
+from judging.services.exams import results_visible
 from judging.services.idempotency import checked_key, submit_once
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
@@ -45,7 +46,7 @@ class SubmissionOut(serializers.Serializer):
     submissionType = serializers.CharField()
     submissionId = serializers.IntegerField()
     status = serializers.CharField()
-    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node", "hand_in"], allow_null=True)
+    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node", "hand_in", "unpublished"], allow_null=True)
     verdict = serializers.CharField(allow_null=True)
     score = serializers.IntegerField(allow_null=True)
     timeMs = serializers.IntegerField(allow_null=True)
@@ -98,6 +99,13 @@ def submission_json(submission, *, now) -> dict:
     }
 
 
+def unpublished_json(submission) -> dict:
+    """An OI exam's submission before its results are published: waiting, whatever its job did."""
+    waiting = "hand_in" if submission.current_judge_job_id is None else "unpublished"
+    return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING",
+            "waitReason": waiting, "verdict": None, "score": None, "timeMs": None, "memoryKb": None, "cases": []}
+
+
 class SubmissionView(UserView):
     @extend_schema(tags=TAGS, responses={200: SubmissionOut}, summary="One of your submissions and its status")
     def get(self, request, submission_type: str, submission_id: int):
@@ -105,4 +113,6 @@ class SubmissionView(UserView):
         submission = model.objects.filter(pk=submission_id).first() if model else None
         if submission is None or (submission.user_id != request.user.pk and not can_manage_judgers(request.user)):
             raise NotFound()  # someone else's submission does not exist for you
+        if submission.exam_id and not can_manage_judgers(request.user) and not results_visible(submission.exam):
+            return Response(unpublished_json(submission))
         return Response(submission_json(submission, now=timezone.now()))

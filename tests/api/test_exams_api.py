@@ -101,7 +101,11 @@ def test_an_oi_exam_through_the_api(api, owner, algo):
     settle(identity, judged(job))
     events_dispatch(now=timezone.now())
     assert error_of(api.get(f"{base}/result")) == (409, "not_published")
+    status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
+    assert (status["status"], status["waitReason"], status["verdict"]) == ("PENDING", "unpublished", None)
+    assert api.get(base).json()["submissions"][0]["status"] is None
     assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()["publishedAt"]
+    assert api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()["verdict"] == "AC"
     result = api.get(f"{base}/result").json()
     assert result["total"] == 100 and result["problems"][0]["points"] == 60
     assert result["questions"] == [{"questionId": question["questionId"], "points": 40, "maxPoints": 40}]
