@@ -21,6 +21,8 @@ class Problem(models.Model):
     # A built-in canary of the node self-check (nodes/canary/): judged only by diagnostic
     # jobs, never listed, submitted to or counted for students.
     is_canary = models.BooleanField(default=False)
+    # A deleted problem takes no submissions; its submissions are deleted (`problem_delete`).
+    deleted_at = models.DateTimeField(null=True, blank=True)
     current_manifest = models.ForeignKey(
         "Manifest", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
     )

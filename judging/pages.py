@@ -28,7 +28,7 @@ PAGE_SIZE = 50
 
 @require_GET
 def problem_list(request):
-    problems = Problem.objects.filter(current_manifest__isnull=False, is_canary=False).select_related("current_manifest").order_by("id")
+    problems = Problem.objects.filter(current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True).select_related("current_manifest").order_by("id")
     page = Paginator(problems, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [{"problem": p, "languages": [POOLS[lang].label for lang in p.current_manifest.languages]} for p in page]
     return render(request, "judging/problem_list.html", {"page": page, "rows": rows})
@@ -79,7 +79,7 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
 @require_http_methods(["GET", "POST"])
 def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
-                                current_manifest__isnull=False, is_canary=False)
+                                current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
     if request.method == "GET":
         return _problem_page(request, problem)
     if not request.user.is_authenticated:

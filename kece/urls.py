@@ -39,6 +39,7 @@ admin_api = [
     path("host-groups/<id:group_id>", node_admin.HostGroupDetailView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>/rejudge", submission_admin.RejudgeView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>", submission_admin.SubmissionAdminView.as_view()),
+    path("problems/<id:problem_id>", submission_admin.ProblemAdminView.as_view()),
     path("exams", exams.ExamListAdminView.as_view()),
     path("exams/<id:exam_id>", exams.ExamAdminDetailView.as_view()),
     path("exams/<id:exam_id>/participants", exams.ParticipantsView.as_view()),

@@ -24,7 +24,7 @@ def lesson_update(*, lesson_id: int, revision: int, changes: dict) -> Lesson:
 
 def _checked_problems(problem_ids: list) -> list:
     if len(set(problem_ids)) != len(problem_ids) or \
-            Problem.objects.filter(pk__in=problem_ids, is_canary=False).count() != len(problem_ids):
+            Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count() != len(problem_ids):
         raise Invalid("Each problem must exist and appear once.", fields={"problemIds": ["unknown or repeated"]})
     return problem_ids
 
@@ -73,3 +73,16 @@ def practice_view(*, practice_id: int, user) -> tuple:
                    for s in model.objects.filter(lesson_practice=practice, user=user, deleted_at__isnull=True)
                    .order_by("id")]
     return practice, problems, submissions
+
+
+def problem_delete(*, problem_id: int, now) -> None:
+    """A deleted problem takes no new submissions (submit reads `deleted_at`); its
+    submissions, in practice, lessons and exams alike, are then deleted: open jobs
+    CANCELLED, late results `superseded`. Repeating it finishes an interrupted sweep."""
+    problem = Problem.objects.filter(pk=problem_id, is_canary=False).first()
+    if problem is None:
+        raise NotFound()
+    if problem.deleted_at is None:
+        Problem.objects.filter(pk=problem_id).update(deleted_at=now)
+        logger.info("problem deleted", extra={"problem": problem_id})
+    delete_submissions(now=now, problem=problem)

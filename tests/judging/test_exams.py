@@ -204,3 +204,30 @@ def test_the_participant_lock_comes_before_submissions(student, problem):
         with transaction.atomic():
             lock_submission("ALGO", submission.pk)
             lock_exam_participant(participant.pk)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("what", ["problem", "practice"])
+def test_deleting_a_problem_or_a_practice_cancels_open_jobs_and_refuses_late_results(student, problem, node_a,
+                                                                                     what):
+    from judging.services.lessons import practice_delete, problem_delete
+    from tests.factories import make_practice
+
+    _, identity = node_a
+    practice = make_practice(problem)
+    running = submit(student, problem, lesson_practice_id=practice.pk)
+    queued = submit(student, problem)
+    [job] = claim(identity)
+    if what == "problem":
+        problem_delete(problem_id=problem.pk, now=timezone.now())
+        cancelled = [running, queued]
+    else:
+        practice_delete(practice_id=practice.pk, now=timezone.now())
+        cancelled = [running]
+    assert {j.state for j in _jobs_of(*cancelled)} == {JobState.CANCELLED}
+    with pytest.raises(Superseded):
+        settle(identity, judged(job))
+    with pytest.raises(Invalid):
+        submit(student, problem, lesson_practice_id=practice.pk)
+    if what == "practice":
+        assert _jobs_of(queued)[0].state == JobState.QUEUED, "a practice deletes only its own"
