@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from judging.api.submissions import UserView, submission_json
-from judging.models import SUBMISSION_MODELS, Exam, ExamMode, ExamParticipant, ExamScore, QuestionKind
+from judging.models import SUBMISSION_MODELS, ExamMode, ExamParticipant, ExamScore, QuestionKind
 from judging.services import exams, lessons
 from kece.api import AdminView, iso, validated
 from kece.errors import NotFound, NotPublished

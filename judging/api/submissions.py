@@ -46,7 +46,8 @@ class SubmissionOut(serializers.Serializer):
     submissionType = serializers.CharField()
     submissionId = serializers.IntegerField()
     status = serializers.CharField()
-    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node", "hand_in", "unpublished"], allow_null=True)
+    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node", "hand_in", "unpublished"],
+                                         allow_null=True)
     verdict = serializers.CharField(allow_null=True)
     score = serializers.IntegerField(allow_null=True)
     timeMs = serializers.IntegerField(allow_null=True)

@@ -217,7 +217,8 @@ def exam_create(*, title: str, mode: str, starts_at, ends_at, problems: list, qu
 
     _checked_window(starts_at, ends_at)
     ids = [p["problem_id"] for p in problems]
-    if len(set(ids)) != len(ids) or Problem.objects.filter(pk__in=ids, is_canary=False, deleted_at__isnull=True).count() != len(ids):
+    known = Problem.objects.filter(pk__in=ids, is_canary=False, deleted_at__isnull=True).count()
+    if len(set(ids)) != len(ids) or known != len(ids):
         raise Invalid("Each problem must exist and appear once.", fields={"problems": ["unknown or repeated"]})
     checked = [_checked_question(q) for q in questions]
     with transaction.atomic(durable=True):

@@ -23,8 +23,8 @@ def lesson_update(*, lesson_id: int, revision: int, changes: dict) -> Lesson:
 
 
 def _checked_problems(problem_ids: list) -> list:
-    if len(set(problem_ids)) != len(problem_ids) or \
-            Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count() != len(problem_ids):
+    known = Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count()
+    if len(set(problem_ids)) != len(problem_ids) or known != len(problem_ids):
         raise Invalid("Each problem must exist and appear once.", fields={"problemIds": ["unknown or repeated"]})
     return problem_ids
 

@@ -44,7 +44,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     idempotency key is written there, so a duplicate key rolls the submission back).
     """
     now = now or timezone.now()
-    problem = Problem.objects.select_related("current_manifest").filter(pk=problem_id, is_canary=False, deleted_at__isnull=True).first()
+    problem = (Problem.objects.select_related("current_manifest")
+               .filter(pk=problem_id, is_canary=False, deleted_at__isnull=True).first())
     if problem is None or problem.current_manifest is None:
         raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
     manifest = problem.current_manifest

@@ -10,7 +10,7 @@ from judging.models import ExamParticipant, IdempotencyKey, JudgeJob, Submission
 from judging.services.events import events_dispatch
 from tests.api.helpers import ADMIN, error_of, make_admin, person, send, token_client
 from tests.concurrency import raise_first_error, run_concurrently
-from tests.factories import make_exam, make_node, make_practice, make_problem
+from tests.factories import make_exam, make_node, make_problem
 from tests.judging.helpers import claim, judged, settle
 
 SUBMIT = "/api/v1/submissions"

@@ -7,7 +7,6 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from judging.locking import LockOrderViolation, lock_exam_participant, lock_submission
 from judging.models import (
     DbSubmission, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, Submission,
 )
@@ -191,19 +190,6 @@ def test_deleting_an_exam_mid_judging_cancels_its_jobs_and_refuses_late_results(
     assert Submission.objects.get(pk=running.pk).verdict is None
     with pytest.raises(Invalid):
         submit(student, problem, exam_id=exam.pk)
-
-
-@pytest.mark.django_db
-def test_the_participant_lock_comes_before_submissions(student, problem):
-    exam = make_exam(problem, mode="ACM", participants=[student])
-    submission = submit(student, problem, exam_id=exam.pk)
-    participant = ExamParticipant.objects.get(exam=exam)
-    from django.db import transaction
-
-    with pytest.raises(LockOrderViolation, match="EXAM_PARTICIPANT .* after SUBMISSION"):
-        with transaction.atomic():
-            lock_submission("ALGO", submission.pk)
-            lock_exam_participant(participant.pk)
 
 
 @pytest.mark.django_db
