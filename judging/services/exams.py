@@ -180,19 +180,12 @@ def exams_hand_in_overdue(*, now, batch: int = 200) -> int:
 
 
 def exam_delete(*, exam_id: int, now) -> None:
-    """Delete an exam: no participant may submit or hand in from the moment it commits, then
-    each of its submissions is deleted as one is today (open jobs CANCELLED, late results
-    `superseded`, statistics recomputed without them). Repeating it finishes a sweep that
-    was interrupted."""
-    exam = Exam.objects.filter(pk=exam_id).first()
-    if exam is None:
-        raise NotFound()
-    if exam.deleted_at is None:
-        with transaction.atomic(durable=True):
-            lock_exam_participants(ExamParticipant.objects.filter(exam=exam).values_list("pk", flat=True))
-            Exam.objects.filter(pk=exam_id).update(deleted_at=now, revision=F("revision") + 1)
-        logger.info("exam deleted", extra={"exam": exam_id})
-    delete_submissions(now=now, exam=exam)
+    """Delete an exam: no participant may submit or hand in once it commits (it locks them
+    all, and they re-read the exam under their lock), then its submissions are deleted."""
+    def lock_participants(exam):
+        lock_exam_participants(ExamParticipant.objects.filter(exam=exam).values_list("pk", flat=True))
+
+    delete_with_submissions(Exam, exam_id, now=now, link="exam", lock=lock_participants)
 
 
 # --- administration ------------------------------------------------------------------------------
@@ -290,3 +283,19 @@ def delete_submissions(*, now, **link) -> None:
                 submission_delete(submission_type=submission_type, submission_id=submission_id, now=now)
             except NotFound:
                 continue  # deleted meanwhile
+
+
+def delete_with_submissions(model, pk: int, *, now, link: str, lock=None, **lookup) -> None:
+    """Mark an exam, practice or problem deleted, then delete each submission that names it
+    (`link`) as one is deleted today: open jobs CANCELLED, late results `superseded`,
+    statistics recomputed without them. Repeating it finishes an interrupted sweep."""
+    row = model.objects.filter(pk=pk, **lookup).first()
+    if row is None:
+        raise NotFound()
+    if row.deleted_at is None:
+        with transaction.atomic(durable=True):
+            if lock is not None:
+                lock(row)
+            model.objects.filter(pk=pk).update(deleted_at=now)
+        logger.info("deleted with its submissions", extra={"model": model._meta.model_name, "id": pk})
+    delete_submissions(now=now, **{link: row})

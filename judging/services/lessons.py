@@ -6,7 +6,7 @@ import logging
 from django.db import transaction
 
 from judging.models import Lesson, LessonPractice, PracticeBest, Problem
-from judging.services.exams import update_at_revision, delete_submissions
+from judging.services.exams import delete_with_submissions, update_at_revision
 from kece.errors import Invalid, NotFound
 
 logger = logging.getLogger("kece.lessons")
@@ -49,15 +49,8 @@ def practice_update(*, practice_id: int, revision: int, changes: dict) -> Lesson
 
 def practice_delete(*, practice_id: int, now) -> None:
     """No new submission may name the practice once this commits; its submissions are then
-    deleted (open jobs CANCELLED, late results `superseded`). Repeating it finishes an
-    interrupted sweep."""
-    practice = LessonPractice.objects.filter(pk=practice_id).first()
-    if practice is None:
-        raise NotFound()
-    if practice.deleted_at is None:
-        LessonPractice.objects.filter(pk=practice_id).update(deleted_at=now)
-        logger.info("practice deleted", extra={"practice": practice_id})
-    delete_submissions(now=now, lesson_practice=practice)
+    deleted."""
+    delete_with_submissions(LessonPractice, practice_id, now=now, link="lesson_practice")
 
 
 def practice_view(*, practice_id: int, user) -> tuple:
@@ -77,12 +70,5 @@ def practice_view(*, practice_id: int, user) -> tuple:
 
 def problem_delete(*, problem_id: int, now) -> None:
     """A deleted problem takes no new submissions (submit reads `deleted_at`); its
-    submissions, in practice, lessons and exams alike, are then deleted: open jobs
-    CANCELLED, late results `superseded`. Repeating it finishes an interrupted sweep."""
-    problem = Problem.objects.filter(pk=problem_id, is_canary=False).first()
-    if problem is None:
-        raise NotFound()
-    if problem.deleted_at is None:
-        Problem.objects.filter(pk=problem_id).update(deleted_at=now)
-        logger.info("problem deleted", extra={"problem": problem_id})
-    delete_submissions(now=now, problem=problem)
+    submissions, in free practice, lessons and exams alike, are then deleted."""
+    delete_with_submissions(Problem, problem_id, now=now, link="problem", is_canary=False)
