@@ -151,3 +151,19 @@ def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, owner, al
     late = _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(1)",
                          "lessonPracticeId": practice["id"]})
     assert error_of(late) == (400, "invalid")
+
+
+@pytest.mark.django_db
+def test_django_admin_lists_and_edits_exams_and_lessons(algo):
+    from django.test import Client
+
+    from judging.models import Lesson
+
+    superuser = person("root", is_staff=True, is_superuser=True)
+    exam = make_exam(algo)
+    lesson = Lesson.objects.create(title="loops")
+    client = Client()
+    client.force_login(superuser)
+    for path in ("/django-admin/judging/exam/", f"/django-admin/judging/exam/{exam.pk}/change/",
+                 f"/django-admin/judging/lesson/{lesson.pk}/change/"):
+        assert client.get(path).status_code == 200, path
