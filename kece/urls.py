@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path, register_converter
 
+from judging import exam_pages
 from judging import pages as judging_pages
 from judging.api import admin as submission_admin
 from judging.api import node as node_jobs
@@ -73,6 +74,8 @@ urlpatterns = [
     path("status/panel", pool_views.status_panel, name="status-panel"),
     path("", include("nodes.console.urls")),
     path("problems", judging_pages.problem_list, name="problems"),
+    path("exams", exam_pages.exam_list, name="exams"),
+    path("exams/<id:exam_id>", exam_pages.exam_detail, name="exam"),
     path("problems/<id:problem_id>", judging_pages.problem_detail, name="problem"),
     path("submissions", judging_pages.my_submissions, name="my-submissions"),
     path("submissions/<subtype:submission_type>/<id:submission_id>", judging_pages.submission_detail,

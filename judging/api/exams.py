@@ -45,7 +45,8 @@ class ExamSubmissionOut(serializers.Serializer):
     submissionId = serializers.IntegerField()
     problemId = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
-    status = serializers.CharField(allow_null=True, help_text="Null while the exam's results are not visible.")
+    status = serializers.CharField(help_text="As in GET /api/v1/submissions/{type}/{id}.")
+    waitReason = serializers.CharField(allow_null=True, help_text="hand_in, unpublished, or as for any submission.")
     score = serializers.IntegerField(allow_null=True)
 
 
@@ -115,13 +116,14 @@ def _exam_submissions(exam, user):
 
 def exam_json(exam, participant, *, now) -> dict:
     answers = {a.question_id: a.choices for a in participant.answers.all()}
-    visible = exams.results_visible(exam)
     submissions = []
     for submission in _exam_submissions(exam, participant.user_id):
-        shown = submission_json(submission, now=now) if visible else None
+        hidden = exams.hidden_wait(submission, participant.user)
+        shown = submission_json(submission, now=now) if hidden is None else {
+            "status": "PENDING", "waitReason": hidden, "score": None}
         submissions.append({"submissionType": submission.TYPE, "submissionId": submission.pk,
                             "problemId": submission.problem_id, "createdAt": iso(submission.created_at),
-                            "status": shown["status"] if shown else None, "score": shown["score"] if shown else None})
+                            "status": shown["status"], "waitReason": shown["waitReason"], "score": shown["score"]})
     return {
         "id": exam.pk, "title": exam.title, "mode": exam.mode, "startsAt": iso(exam.starts_at),
         "endsAt": iso(exam.ends_at), "state": exams.participant_state(exam, participant, now=now),

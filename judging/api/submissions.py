@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, Verdict
 from judging.selectors import submission_state
-from judging.services.exams import results_visible
+from judging.services.exams import hidden_wait
 from judging.services.idempotency import checked_key, submit_once
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
@@ -100,9 +100,8 @@ def submission_json(submission, *, now) -> dict:
     }
 
 
-def unpublished_json(submission) -> dict:
+def unpublished_json(submission, waiting: str) -> dict:
     """An OI exam's submission before its results are published: waiting, whatever its job did."""
-    waiting = "hand_in" if submission.current_judge_job_id is None else "unpublished"
     return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING",
             "waitReason": waiting, "verdict": None, "score": None, "timeMs": None, "memoryKb": None, "cases": []}
 
@@ -114,6 +113,6 @@ class SubmissionView(UserView):
         submission = model.objects.filter(pk=submission_id).first() if model else None
         if submission is None or (submission.user_id != request.user.pk and not can_manage_judgers(request.user)):
             raise NotFound()  # someone else's submission does not exist for you
-        if submission.exam_id and not can_manage_judgers(request.user) and not results_visible(submission.exam):
-            return Response(unpublished_json(submission))
+        if (waiting := hidden_wait(submission, request.user)) is not None:
+            return Response(unpublished_json(submission, waiting))
         return Response(submission_json(submission, now=timezone.now()))

@@ -274,6 +274,20 @@ def results_visible(exam) -> bool:
     return exam.judges_at_once or exam.published_at is not None
 
 
+def hidden_wait(submission, viewer) -> str | None:
+    """Why an exam submission's result is not shown to `viewer` yet (its `waitReason`), or
+    None: an OI submission waits for the hand-in, then (except for admins) for publishing."""
+    from kece.permissions import can_manage_judgers
+
+    if not submission.exam_id:
+        return None
+    if submission.current_judge_job_id is None:
+        return "hand_in"
+    if can_manage_judgers(viewer) or results_visible(submission.exam):
+        return None
+    return "unpublished"
+
+
 def delete_submissions(*, now, **link) -> None:
     """Delete every live submission linked as `link` says (an exam, a practice, a problem),
     one at a time as an admin would: open jobs CANCELLED, late results `superseded`."""

@@ -103,7 +103,8 @@ def test_an_oi_exam_through_the_api(api, owner, algo):
     assert error_of(api.get(f"{base}/result")) == (409, "not_published")
     status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
     assert (status["status"], status["waitReason"], status["verdict"]) == ("PENDING", "unpublished", None)
-    assert api.get(base).json()["submissions"][0]["status"] is None
+    listed = api.get(base).json()["submissions"][0]
+    assert (listed["status"], listed["waitReason"], listed["score"]) == ("PENDING", "unpublished", None)
     assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()["publishedAt"]
     assert api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()["verdict"] == "AC"
     result = api.get(f"{base}/result").json()
