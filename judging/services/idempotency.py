@@ -20,6 +20,9 @@ MAX_KEY_LENGTH = 128
 
 
 def body_digest(data: dict) -> str:
+    """Of the validated body: an optional field sent as null is the same request as one
+    that leaves it out."""
+    data = {name: value for name, value in data.items() if value is not None}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

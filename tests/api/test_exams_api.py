@@ -45,6 +45,7 @@ def test_a_retry_with_the_same_key_is_the_same_submission(api, algo, owner):
     assert again.status_code == 200 and again.json() == first.json()
     assert Submission.objects.count() == 1 and JudgeJob.objects.count() == 1
 
+    assert _submit(api, body | {"examId": None}, key="k-1").json() == first.json(), "null is leaving it out"
     assert _submit(api, body, key="k-2").json()["submissionId"] != first.json()["submissionId"]
     assert error_of(_submit(api, body | {"code": "print(2)"}, key="k-1")) == (409, "idempotency_conflict")
     other = token_client(person("other"))
@@ -113,6 +114,12 @@ def test_an_oi_exam_through_the_api(api, owner, algo):
 
     stale = send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", {"revision": exam["revision"], "title": "x"})
     assert error_of(stale) == (409, "revision_conflict")
+    current = send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()
+    later = (now + timedelta(hours=2)).isoformat()
+    changed = send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", {"revision": current["revision"], "endsAt": later})
+    assert changed.status_code == 200 and changed.json()["revision"] == current["revision"] + 1
+    backwards = {"revision": changed.json()["revision"], "endsAt": (now - timedelta(hours=1)).isoformat()}
+    assert error_of(send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", backwards)) == (400, "invalid")
     assert send(admin, "DELETE", ADMIN + f"exams/{exam['id']}").status_code == 204
     assert api.get(base).status_code == 404
 
@@ -147,6 +154,11 @@ def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, owner, al
     assert [p["bestScore"] for p in view["problems"]] == [50]
     assert sorted(a["score"] for a in view["answers"]) == [0, 50]
 
+    renamed = send(admin, "PATCH", ADMIN + f"lessons/practices/{practice['id']}",
+                   {"revision": practice["revision"], "title": "p2", "problemIds": [algo.pk]})
+    assert (renamed.json()["title"], renamed.json()["revision"]) == ("p2", practice["revision"] + 1)
+    lesson_patch = send(admin, "PATCH", ADMIN + f"lessons/{lesson['id']}", {"revision": 7, "title": "x"})
+    assert error_of(lesson_patch) == (409, "revision_conflict")
     assert send(admin, "DELETE", ADMIN + f"lessons/practices/{practice['id']}").status_code == 204
     assert api.get(f"/api/v1/lessons/practices/{practice['id']}").status_code == 404
     late = _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(1)",
