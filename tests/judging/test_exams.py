@@ -11,7 +11,10 @@ from judging.models import (
     DbSubmission, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, Submission,
 )
 from judging.services.events import events_dispatch
-from judging.services.exams import exam_answer_save, exam_delete, exam_hand_in, exams_hand_in_overdue
+from judging.api.exams import result_json
+from judging.services.exams import (
+    exam_answer_save, exam_delete, exam_hand_in, exam_publish, exams_hand_in_overdue,
+)
 from judging.services.rejudge import submission_rejudge
 from kece import periodic
 from kece.errors import ExamClosed, Invalid, Superseded
@@ -167,13 +170,15 @@ def test_a_rejudge_after_publishing_moves_the_score_and_revokes_first_accepted(s
     exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
     _judge_all(identity, "AC")
     events_dispatch(now=timezone.now())
-    assert ExamScore.objects.get(exam=exam, user=student).points == 50
+    exam = exam_publish(exam_id=exam.pk, now=timezone.now())
+    participant = ExamParticipant.objects.get(exam=exam, user=student)
+    assert result_json(exam, participant)["total"] == 50
     assert FirstAccepted.objects.filter(user=student, problem=problem).exists()
 
     submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
     _judge_all(identity, "WA")
     events_dispatch(now=timezone.now())
-    assert ExamScore.objects.get(exam=exam, user=student).points == 0
+    assert result_json(exam, participant)["total"] == 0
     assert not FirstAccepted.objects.filter(user=student, problem=problem).exists()
 
 
