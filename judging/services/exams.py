@@ -95,8 +95,12 @@ def exam_answer_save(*, exam_id: int, question_id: int, user, choices: list, now
     with transaction.atomic(durable=True):
         exam, participant = _locked_participant(exam_id, user)
         _require_open(exam, participant, now=now)
-        answer, _ = ExamAnswer.objects.update_or_create(participant=participant, question=question,
-                                                        defaults={"choices": sorted(choices)})
+        # The participant's lock serialises its answers: a plain read and write, no row lock
+        # of its own (update_or_create would take one outside the lock helper).
+        answer = ExamAnswer.objects.filter(participant=participant, question=question).first() \
+            or ExamAnswer(participant=participant, question=question)
+        answer.choices = sorted(choices)
+        answer.save()
     return answer
 
 
