@@ -22,23 +22,13 @@ def _submit(client, body, key=None):
 
 
 @pytest.fixture
-def owner(db):
-    return person("owner")
-
-
-@pytest.fixture
-def api(owner):
-    return token_client(owner)
-
-
-@pytest.fixture
-def algo(db):
-    return make_problem(languages=("python",))
+def api(student):
+    return token_client(student)
 
 
 @pytest.mark.django_db
-def test_a_retry_with_the_same_key_is_the_same_submission(api, algo, owner):
-    body = {"problemId": algo.pk, "language": "python", "code": "print(1)"}
+def test_a_retry_with_the_same_key_is_the_same_submission(api, problem, student):
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)"}
     first = _submit(api, body, key="k-1")
     assert first.status_code == 202
     again = _submit(api, body, key="k-1")
@@ -57,10 +47,10 @@ def test_a_retry_with_the_same_key_is_the_same_submission(api, algo, owner):
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_posts_with_one_key_make_one_submission(mariadb):
-    owner = person("racer")
-    algo = make_problem(languages=("python",))
-    body = {"problemId": algo.pk, "language": "python", "code": "print(1)"}
-    clients = [token_client(owner) for _ in range(4)]
+    student = person("racer")
+    problem = make_problem(languages=("python",))
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)"}
+    clients = [token_client(student) for _ in range(4)]
     responses = run_concurrently([lambda c=c: _submit(c, body, key="one-key") for c in clients])
     raise_first_error(responses)
     assert sorted(r.status_code for r in responses) == [200, 200, 200, 202]
@@ -70,24 +60,24 @@ def test_two_concurrent_posts_with_one_key_make_one_submission(mariadb):
 
 
 @pytest.mark.django_db
-def test_an_oi_exam_through_the_api(api, owner, algo):
+def test_an_oi_exam_through_the_api(api, student, problem):
     _, identity = make_node(pool="python")
     admin = token_client(make_admin())
     now = timezone.now()
     created = send(admin, "POST", ADMIN + "exams", {
         "title": "midterm", "mode": "OI", "startsAt": (now - timedelta(minutes=1)).isoformat(),
-        "endsAt": (now + timedelta(hours=1)).isoformat(), "problems": [{"problemId": algo.pk, "points": 60}],
+        "endsAt": (now + timedelta(hours=1)).isoformat(), "problems": [{"problemId": problem.pk, "points": 60}],
         "questions": [{"kind": "SINGLE", "prompt": "2+2?", "options": ["3", "4"], "correct": [1], "points": 40}]})
     assert created.status_code == 201, created.json()
     exam = created.json()
-    assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/participants", {"userIds": [owner.pk]}).json()["added"] == 1
+    assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/participants", {"userIds": [student.pk]}).json()["added"] == 1
     base = f"/api/v1/exams/{exam['id']}"
 
     view = api.get(base).json()
     assert view["state"] == "OPEN" and [p["points"] for p in view["problems"]] == [60]
     [question] = view["questions"]
     assert send(api, "PUT", f"{base}/answers/{question['questionId']}", {"choices": [1]}).status_code == 200
-    submitted = _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(1)", "examId": exam["id"]})
+    submitted = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)", "examId": exam["id"]})
     assert submitted.status_code == 202
     status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
     assert (status["status"], status["waitReason"]) == ("PENDING", "hand_in")
@@ -95,7 +85,7 @@ def test_an_oi_exam_through_the_api(api, owner, algo):
     hand_ins = [send(api, "POST", f"{base}/hand-in").json() for _ in range(3)]
     assert hand_ins[0]["jobs"] == 1 and hand_ins.count(hand_ins[0]) == 3
     assert api.get(base).json()["state"] == "HANDED_IN"
-    refused = _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(2)", "examId": exam["id"]})
+    refused = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(2)", "examId": exam["id"]})
     assert error_of(refused) == (409, "exam_closed")
 
     [job] = claim(identity)
@@ -125,26 +115,26 @@ def test_an_oi_exam_through_the_api(api, owner, algo):
 
 
 @pytest.mark.django_db
-def test_exams_are_managed_with_judging_manage_exams_and_hidden_from_others(api, owner, algo):
+def test_exams_are_managed_with_judging_manage_exams_and_hidden_from_others(api, student, problem):
     body = {"title": "t", "mode": "ACM", "startsAt": timezone.now().isoformat(),
             "endsAt": (timezone.now() + timedelta(hours=1)).isoformat()}
     assert error_of(send(api, "POST", ADMIN + "exams", body)) == (403, "forbidden")
-    owner.user_permissions.add(Permission.objects.get(codename="manage_exams", content_type__app_label="judging"))
-    assert send(token_client(owner), "POST", ADMIN + "exams", body).status_code == 201
-    exam = make_exam(algo, mode="ACM")
+    student.user_permissions.add(Permission.objects.get(codename="manage_exams", content_type__app_label="judging"))
+    assert send(token_client(student), "POST", ADMIN + "exams", body).status_code == 201
+    exam = make_exam(problem, mode="ACM")
     assert api.get(f"/api/v1/exams/{exam.pk}").status_code == 404, "not a participant: no such exam"
     assert not ExamParticipant.objects.exists()
 
 
 @pytest.mark.django_db
-def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, owner, algo):
+def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, student, problem):
     _, identity = make_node(pool="python")
     admin = token_client(make_admin())
     lesson = send(admin, "POST", ADMIN + "lessons", {"title": "loops"}).json()
     practice = send(admin, "POST", ADMIN + f"lessons/{lesson['id']}/practices",
-                    {"title": "p1", "problemIds": [algo.pk]}).json()
+                    {"title": "p1", "problemIds": [problem.pk]}).json()
     for _ in range(2):
-        _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(1)",
+        _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)",
                       "lessonPracticeId": practice["id"]})
     first, second = claim(identity, free_slots=2)
     settle(identity, judged(first, verdict="WA", passing=[1]))
@@ -155,25 +145,25 @@ def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, owner, al
     assert sorted(a["score"] for a in view["answers"]) == [0, 50]
 
     renamed = send(admin, "PATCH", ADMIN + f"lessons/practices/{practice['id']}",
-                   {"revision": practice["revision"], "title": "p2", "problemIds": [algo.pk]})
+                   {"revision": practice["revision"], "title": "p2", "problemIds": [problem.pk]})
     assert (renamed.json()["title"], renamed.json()["revision"]) == ("p2", practice["revision"] + 1)
     lesson_patch = send(admin, "PATCH", ADMIN + f"lessons/{lesson['id']}", {"revision": 7, "title": "x"})
     assert error_of(lesson_patch) == (409, "revision_conflict")
     assert send(admin, "DELETE", ADMIN + f"lessons/practices/{practice['id']}").status_code == 204
     assert api.get(f"/api/v1/lessons/practices/{practice['id']}").status_code == 404
-    late = _submit(api, {"problemId": algo.pk, "language": "python", "code": "print(1)",
+    late = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)",
                          "lessonPracticeId": practice["id"]})
     assert error_of(late) == (400, "invalid")
 
 
 @pytest.mark.django_db
-def test_django_admin_lists_and_edits_exams_and_lessons(algo):
+def test_django_admin_lists_and_edits_exams_and_lessons(problem):
     from django.test import Client
 
     from judging.models import Lesson
 
     superuser = person("root", is_staff=True, is_superuser=True)
-    exam = make_exam(algo)
+    exam = make_exam(problem)
     lesson = Lesson.objects.create(title="loops")
     client = Client()
     client.force_login(superuser)
