@@ -5,6 +5,7 @@ import logging
 
 from django.db import transaction
 
+from judging.locking import lock_parent
 from judging.models import Lesson, LessonPractice, PracticeBest, Problem
 from judging.services.exams import delete_with_submissions, update_at_revision
 from kece.errors import Invalid, NotFound
@@ -50,7 +51,8 @@ def practice_update(*, practice_id: int, revision: int, changes: dict) -> Lesson
 def practice_delete(*, practice_id: int, now) -> None:
     """No new submission may name the practice once this commits; its submissions are then
     deleted."""
-    delete_with_submissions(LessonPractice, practice_id, now=now, link="lesson_practice")
+    delete_with_submissions(LessonPractice, practice_id, now=now, link="lesson_practice",
+                            lock=lambda practice: lock_parent(LessonPractice, practice.pk))
 
 
 def practice_view(*, practice_id: int, user) -> tuple:
@@ -71,4 +73,5 @@ def practice_view(*, practice_id: int, user) -> tuple:
 def problem_delete(*, problem_id: int, now) -> None:
     """A deleted problem takes no new submissions (submit reads `deleted_at`); its
     submissions, in free practice, lessons and exams alike, are then deleted."""
-    delete_with_submissions(Problem, problem_id, now=now, link="problem", is_canary=False)
+    delete_with_submissions(Problem, problem_id, now=now, link="problem", is_canary=False,
+                            lock=lambda problem: lock_parent(Problem, problem.pk))

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from judging import artifacts
+from judging.locking import lock_parent
 from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Problem, ProblemKind
 from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
@@ -26,6 +27,15 @@ def _validated_practice(lesson_practice_id, problem):
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
                       fields={"lessonPracticeId": ["unknown for this problem"]})
     return practice
+
+
+def _still_live(problem, practice) -> None:
+    """Under shared locks, so a deletion committing meanwhile waits for this submit."""
+    if lock_parent(Problem, problem.pk, shared=True).deleted_at is not None:
+        raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+    if practice is not None and lock_parent(LessonPractice, practice.pk, shared=True).deleted_at is not None:
+        raise Invalid("This lesson practice does not exist or does not contain the problem.",
+                      fields={"lessonPracticeId": ["unknown for this problem"]})
 
 
 def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, exam_id=None,
@@ -65,6 +75,7 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]
     with transaction.atomic(durable=True):
+        _still_live(problem, practice)
         if exam is not None:
             exam_entry(exam, user=user, now=now)
         submission = model.objects.create(

@@ -222,3 +222,54 @@ def test_deleting_a_problem_or_a_practice_cancels_open_jobs_and_refuses_late_res
         submit(student, problem, lesson_practice_id=practice.pk)
     if what == "practice":
         assert _jobs_of(queued)[0].state == JobState.QUEUED, "a practice deletes only its own"
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("what", ["problem", "practice"])
+def test_a_submit_in_flight_when_its_practice_or_problem_is_deleted_is_swept_too(mariadb, what):
+    """A submit that passed its checks and has not committed when the deletion commits: the
+    deletion waits for it, so its sweep deletes that submission too."""
+    import threading
+
+    from judging.services.lessons import practice_delete, problem_delete
+    from tests.factories import make_practice
+
+    student, problem = UserFactory(), make_problem()
+    practice = make_practice(problem)
+    inserted, release, deleter = threading.Event(), threading.Event(), {}
+
+    def submitting():
+        return submit(student, problem, lesson_practice_id=practice.pk,
+                      after_insert=lambda s: (inserted.set(), release.wait(30)))
+
+    def deleting():
+        assert inserted.wait(30)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT CONNECTION_ID()")
+            deleter["id"] = cursor.fetchone()[0]
+        if what == "problem":
+            problem_delete(problem_id=problem.pk, now=timezone.now())
+        else:
+            practice_delete(practice_id=practice.pk, now=timezone.now())
+        deleter["done"] = True
+
+    def releasing():
+        # Let the submit commit once the deletion has finished or waits for a lock.
+        with connection.cursor() as cursor:
+            for _ in range(3000):
+                if deleter.get("done"):
+                    break
+                if "id" in deleter:
+                    cursor.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                                   " WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = %s", [deleter["id"]])
+                    if cursor.fetchone()[0]:
+                        break
+                release.wait(0.01)
+        release.set()
+
+    results = run_concurrently([submitting, deleting, releasing])
+    raise_first_error(results)
+    submission = Submission.objects.get(pk=results[0].pk)
+    assert submission.deleted_at is not None, "the submit in flight escaped the deletion's sweep"
+    assert JudgeJob.objects.get(pk=submission.current_judge_job_id).state == JobState.CANCELLED

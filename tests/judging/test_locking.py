@@ -1,5 +1,5 @@
-"""The lock helper enforces host group → node → exam participant → submission → job, and is
-the only way in."""
+"""The lock helper enforces host group → node → problem/practice → exam participant →
+submission → job, and is the only way in."""
 
 import re
 from pathlib import Path
