@@ -144,7 +144,9 @@ class IdempotencyKey(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, db_constraint=False,
                              db_index=False, related_name="+")
-    key = models.CharField(max_length=128)
+    # sha-256 of the key: compared exactly (a text column's collation would make "K" and
+    # "k", or "k" and "k ", one key).
+    key_digest = models.CharField(max_length=64)
     body_digest = models.CharField(max_length=64)
     submission_type = models.CharField(max_length=16)
     submission_id = models.BigIntegerField()
@@ -152,5 +154,5 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         db_table = "submission_idempotency_key"
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="uniq_idempotency_user_key")]
+        constraints = [models.UniqueConstraint(fields=["user", "key_digest"], name="uniq_idempotency_user_key")]
         indexes = [models.Index(fields=["created_at"], name="idempotency_created")]

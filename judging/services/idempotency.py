@@ -36,8 +36,12 @@ def checked_key(raw: str | None) -> str | None:
     return raw
 
 
+def _key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
 def _original(user, key: str, digest: str):
-    row = IdempotencyKey.objects.filter(user=user, key=key).first()
+    row = IdempotencyKey.objects.filter(user=user, key_digest=_key_digest(key)).first()
     if row is None:
         return None
     if row.body_digest != digest:
@@ -55,7 +59,7 @@ def submit_once(submit, *, user, key: str | None, data: dict, now):
         return original, False
 
     def record(submission):
-        IdempotencyKey.objects.create(user=user, key=key, body_digest=digest, submission_type=submission.TYPE,
+        IdempotencyKey.objects.create(user=user, key_digest=_key_digest(key), body_digest=digest, submission_type=submission.TYPE,
                                       submission_id=submission.pk, created_at=now)
 
     try:

@@ -37,11 +37,12 @@ def test_a_retry_with_the_same_key_is_the_same_submission(api, problem, student)
 
     assert _submit(api, body | {"examId": None}, key="k-1").json() == first.json(), "null is leaving it out"
     assert _submit(api, body, key="k-2").json()["submissionId"] != first.json()["submissionId"]
+    assert _submit(api, body, key="K-1").status_code == 202, "keys are compared exactly"
     assert error_of(_submit(api, body | {"code": "print(2)"}, key="k-1")) == (409, "idempotency_conflict")
     other = token_client(person("other"))
     assert _submit(other, body, key="k-1").status_code == 202, "keys are per user"
     assert error_of(_submit(api, body, key="x" * 129))[0] == 400
-    assert Submission.objects.count() == 3
+    assert Submission.objects.count() == 4
 
 
 @pytest.mark.mariadb

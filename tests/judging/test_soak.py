@@ -9,6 +9,7 @@ deadlock, a lock-order violation or a lock wait timeout among them.
 """
 
 import collections
+import hashlib
 import os
 import random
 import threading
@@ -272,7 +273,7 @@ def _check_exams_and_practices(soak):
                 assert (row.score if row else 0) == expected, (exam.mode, user_id, problem_id)
     for (user_id, key), ids in soak.keys.items():
         assert len(ids) == 1, (user_id, key, ids)
-        row = IdempotencyKey.objects.get(user_id=user_id, key=key)
+        row = IdempotencyKey.objects.get(user_id=user_id, key_digest=hashlib.sha256(key.encode()).hexdigest())
         assert {(row.submission_type, row.submission_id)} == ids
     for row in PracticeBest.objects.all():
         model = SUBMISSION_MODELS["SQL" if row.problem.kind == "SQL" else "ALGO"]
