@@ -51,7 +51,8 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         submission["words"] = display.status_words(submission["status"], submission["waitReason"])
         submission["icon"] = display.status_icon(submission["status"])
     context = {
-        "exam": exam, "view": view, "handed_in_at": participant.handed_in_at, "state_words": STATE_WORDS[view["state"]], "error": error,
+        "exam": exam, "view": view, "handed_in_at": participant.handed_in_at,
+        "state_words": STATE_WORDS[view["state"]], "error": error,
         "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
         "result": result_json(exam, participant) if exams.results_visible(exam) else None,
     }

@@ -29,7 +29,8 @@ PAGE_SIZE = 50
 
 @require_GET
 def problem_list(request):
-    problems = Problem.objects.filter(current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True).select_related("current_manifest").order_by("id")
+    problems = (Problem.objects.filter(current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
+                .select_related("current_manifest").order_by("id"))
     page = Paginator(problems, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [{"problem": p, "languages": [POOLS[lang].label for lang in p.current_manifest.languages]} for p in page]
     return render(request, "judging/problem_list.html", {"page": page, "rows": rows})

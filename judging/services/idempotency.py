@@ -59,8 +59,8 @@ def submit_once(submit, *, user, key: str | None, data: dict, now):
         return original, False
 
     def record(submission):
-        IdempotencyKey.objects.create(user=user, key_digest=_key_digest(key), body_digest=digest, submission_type=submission.TYPE,
-                                      submission_id=submission.pk, created_at=now)
+        IdempotencyKey.objects.create(user=user, key_digest=_key_digest(key), body_digest=digest,
+                                      submission_type=submission.TYPE, submission_id=submission.pk, created_at=now)
 
     try:
         return submit(after_insert=record), True

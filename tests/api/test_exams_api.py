@@ -71,7 +71,8 @@ def test_an_oi_exam_through_the_api(api, student, problem):
         "questions": [{"kind": "SINGLE", "prompt": "2+2?", "options": ["3", "4"], "correct": [1], "points": 40}]})
     assert created.status_code == 201, created.json()
     exam = created.json()
-    assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/participants", {"userIds": [student.pk]}).json()["added"] == 1
+    added = send(admin, "POST", ADMIN + f"exams/{exam['id']}/participants", {"userIds": [student.pk]})
+    assert added.json()["added"] == 1
     base = f"/api/v1/exams/{exam['id']}"
 
     view = api.get(base).json()

@@ -4,8 +4,9 @@ Submitters (free practice, lesson practice and two exams, ACM and OI, with
 `Idempotency-Key` retries), participants handing in again and again, node agents (claim,
 renew, settle with all three outcomes, duplicate posts, conflicting posts, silent crashes,
 session changes), the reaper, the event dispatcher and an admin (rejudge, delete, drain,
-enable) run in parallel threads for KECE_SOAK_SECONDS (default 20). Any error that is not one of the contract's domain answers fails the test — a
-deadlock, a lock-order violation or a lock wait timeout among them.
+enable) run in parallel threads for KECE_SOAK_SECONDS (default 20). Any error that is not
+one of the contract's domain answers fails the test — a deadlock, a lock-order violation or
+a lock wait timeout among them.
 """
 
 import collections
