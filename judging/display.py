@@ -36,6 +36,10 @@ def status_words(status: str, wait_reason: str | None = None, *, runtime: str = 
     if status == "PENDING":
         if wait_reason == "backoff":
             return gettext("Waiting to be judged again (a judge failed; retrying shortly)")
+        if wait_reason == "hand_in":
+            return gettext("Saved: it is judged when the exam is handed in")
+        if wait_reason == "unpublished":
+            return gettext("Handed in: the result is shown once the exam's results are published")
         if wait_reason == "no_node":
             return gettext("Waiting: no %(runtime)s judge is available right now; it will be judged as soon as "
                            "one is") % {"runtime": runtime}

@@ -4,7 +4,8 @@ Every `select_for_update` in KECE goes through here. Rows are always locked thro
 primary key (the claim's SKIP LOCKED scan aside, which never waits), and job rows are
 updated only after they are locked, by primary key. Within one transaction rows are acquired in the global order
 
-    host group → node → submission → job → settlement event → derived row
+    host group → node → problem / practice → exam participant → submission → job
+    → settlement event → derived row
 
 and, inside one rank, by ascending key. Two paths that both follow this order cannot
 deadlock on each other. With `KECE_LOCK_ORDER_CHECK` on (always in tests) an acquisition
@@ -26,10 +27,12 @@ logger = logging.getLogger("kece.locking")
 class Rank(IntEnum):
     HOST_GROUP = 1
     NODE = 2
-    SUBMISSION = 3
-    JOB = 4
-    EVENT = 5
-    DERIVED = 6
+    PARENT = 3  # a problem or a lesson practice, as what submissions name
+    EXAM_PARTICIPANT = 4
+    SUBMISSION = 5
+    JOB = 6
+    EVENT = 7
+    DERIVED = 8
 
 
 class LockOrderViolation(RuntimeError):
@@ -78,7 +81,8 @@ def _acquire(rank: Rank, keys, *, waits: bool = True) -> list:
         held_rank = Rank(state.last[0]).name
         message = (
             f"lock order violation: {rank.name} {fresh[0]!r} requested after {held_rank} {state.last[1]!r} "
-            "(order is host group → node → submission → job → event → derived, ascending keys)"
+            "(order is host group → node → problem/practice → exam participant → submission → job → event → derived,"
+            " ascending keys)"
         )
         if settings.KECE_LOCK_ORDER_CHECK:
             raise LockOrderViolation(message)
@@ -175,6 +179,32 @@ def lock_node(pk, *, shared: bool = False):
     _acquire(Rank.NODE, [pk])
     rows = _locked_rows(JudgeNode, [pk], shared=shared)
     return rows[0] if rows else None
+
+
+# --- problems and practices ----------------------------------------------------------------------
+
+def lock_parent(model, pk, *, shared: bool = False):
+    """Lock the problem or lesson practice row a submission names. A submit holds it shared
+    while it checks the row is not deleted and writes the submission; a deletion takes it
+    exclusively to mark it deleted, so it waits for the submits in flight, and every later
+    submit sees the mark: its sweep of the submissions then misses none."""
+    _acquire(Rank.PARENT, [(model._meta.db_table, pk)])
+    rows = _locked_rows(model, [pk], shared=shared)
+    return rows[0] if rows else None
+
+
+# --- exam participants -------------------------------------------------------------------------
+
+def lock_exam_participants(pks) -> dict:
+    """Lock exam participant rows: a participant's submits, answers and hand-in (and an
+    exam's deletion, which takes all of them) queue here, before any submission."""
+    from judging.models import ExamParticipant
+
+    return _lock_by_pk(ExamParticipant, Rank.EXAM_PARTICIPANT, pks)
+
+
+def lock_exam_participant(pk):
+    return lock_exam_participants([pk]).get(pk)
 
 
 # --- submissions ------------------------------------------------------------------------------
@@ -287,12 +317,15 @@ def update_locked_node(pk, **values) -> int:
 
 
 def save_locked(row, fields) -> None:
-    """Write `fields` of a job or submission this transaction has locked: `save(update_fields=…)`
-    as one plain UPDATE by primary key (auto-now fields take the time, as in `save`)."""
-    from judging.models import SUBMISSION_MODELS, JudgeJob
+    """Write `fields` of a job, submission or exam participant this transaction has locked:
+    `save(update_fields=…)` as one plain UPDATE by primary key (auto-now fields take the
+    time, as in `save`)."""
+    from judging.models import SUBMISSION_MODELS, ExamParticipant, JudgeJob
 
     if isinstance(row, JudgeJob):
         key = (Rank.JOB, row.pk)
+    elif isinstance(row, ExamParticipant):
+        key = (Rank.EXAM_PARTICIPANT, row.pk)
     else:
         [kind] = [k for k, model in SUBMISSION_MODELS.items() if isinstance(row, model)]
         key = (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))

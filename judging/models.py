@@ -21,6 +21,8 @@ class Problem(models.Model):
     # A built-in canary of the node self-check (nodes/canary/): judged only by diagnostic
     # jobs, never listed, submitted to or counted for students.
     is_canary = models.BooleanField(default=False)
+    # A deleted problem takes no submissions; its submissions are deleted (`problem_delete`).
+    deleted_at = models.DateTimeField(null=True, blank=True)
     current_manifest = models.ForeignKey(
         "Manifest", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
     )
@@ -67,7 +69,11 @@ class LessonPractice(models.Model):
     """A practice set inside a lesson; the best score per student and problem counts."""
 
     title = models.CharField(max_length=200)
+    lesson = models.ForeignKey("judging.Lesson", null=True, blank=True, on_delete=models.PROTECT,
+                               db_constraint=False, related_name="practices")
     problems = models.ManyToManyField(Problem, related_name="lesson_practices", blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -106,6 +112,9 @@ class BaseSubmission(models.Model):
     lesson_practice = models.ForeignKey(
         LessonPractice, null=True, blank=True, on_delete=models.PROTECT, db_constraint=False, related_name="+"
     )
+    # An exam submission: ACM ones are judged at once, OI ones only at hand-in (no job until then).
+    exam = models.ForeignKey("judging.Exam", null=True, blank=True, on_delete=models.PROTECT, db_constraint=False,
+                             related_name="+")
     # Not a database constraint: the pointer is written under the submission lock, and a
     # foreign-key check would take a hidden lock on the job row.
     current_judge_job = models.ForeignKey(
@@ -329,3 +338,9 @@ class PracticeBest(models.Model):
     class Meta:
         db_table = "lesson_practice_best"
         constraints = [models.UniqueConstraint(fields=["practice", "user", "problem"], name="uniq_practice_best")]
+
+
+from judging.exams import (  # noqa: E402,F401 - models of this app, registered with it
+    Exam, ExamAnswer, ExamMode, ExamParticipant, ExamProblem, ExamQuestion, ExamScore, IdempotencyKey, Lesson,
+    QuestionKind,
+)

@@ -17,8 +17,9 @@ from judging import artifacts, display
 from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
 from judging.selectors import ready_nodes, submission_state, submission_status
+from judging.services.exams import hidden_wait
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
-from kece.errors import Invalid
+from kece.errors import ExamClosed, Invalid
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -28,7 +29,8 @@ PAGE_SIZE = 50
 
 @require_GET
 def problem_list(request):
-    problems = Problem.objects.filter(current_manifest__isnull=False, is_canary=False).select_related("current_manifest").order_by("id")
+    problems = (Problem.objects.filter(current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
+                .select_related("current_manifest").order_by("id"))
     page = Paginator(problems, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [{"problem": p, "languages": [POOLS[lang].label for lang in p.current_manifest.languages]} for p in page]
     return render(request, "judging/problem_list.html", {"page": page, "rows": rows})
@@ -45,6 +47,12 @@ def _schema_text(manifest) -> str:
         return ""
 
 
+def _exam_id(request) -> int | None:
+    """The exam a problem page submits into (`?exam=` on the link from the exam's page)."""
+    raw = request.POST.get("exam") or request.GET.get("exam") or ""
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
 def _problem_page(request, problem, *, language="", code="", errors=(), status=200):
     manifest = problem.current_manifest
     judges = judge_status()
@@ -59,7 +67,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
-        "code": code, "errors": errors,
+        "code": code, "errors": errors, "exam_id": _exam_id(request),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
 
@@ -79,15 +87,16 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
 @require_http_methods(["GET", "POST"])
 def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
-                                current_manifest__isnull=False, is_canary=False)
+                                current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
     if request.method == "GET":
         return _problem_page(request, problem)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     language, code = request.POST.get("language", ""), request.POST.get("code", "")
     try:
-        submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code)
-    except Invalid as exc:
+        submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
+                                       exam_id=_exam_id(request))
+    except (Invalid, ExamClosed) as exc:
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
                              status=400)
@@ -102,8 +111,10 @@ def _own_submission(request, submission_type: str, submission_id: int):
     return submission
 
 
-def _live(submission, *, now) -> dict:
+def _live(submission, *, now, viewer) -> dict:
     job, status, wait_reason = submission_state(submission, now=now)
+    if (hidden := hidden_wait(submission, viewer)) is not None:
+        status, wait_reason = "PENDING", hidden
     cases_total = len((job.snapshot or {}).get("cases") or []) if job else 0
     final = display.is_final(status)
     return {
@@ -129,7 +140,7 @@ def submission_detail(request, submission_type: str, submission_id: int):
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)
-    context = {"submission": submission, "live": _live(submission, now=timezone.now())}
+    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user)}
     return render(request, "judging/submission_detail.html", context)
 
 
@@ -140,7 +151,7 @@ def submission_live(request, submission_type: str, submission_id: int):
         raise Http404
     submission = _own_submission(request, submission_type, submission_id)
     response = render(request, "judging/_submission_live.html",
-                      {"submission": submission, "live": _live(submission, now=timezone.now())})
+                      {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user)})
     response["Cache-Control"] = "no-store"
     return response
 
@@ -169,6 +180,9 @@ def my_submissions(request):
         job = jobs.get(submission.current_judge_job_id)
         status, wait_reason = submission_status(
             submission, job, now=now, pool_has_ready_node=lambda job=job: (job.pool, job.runtime_spec) in ready)
+        if (hidden := hidden_wait(submission, request.user)) is not None:
+            status, wait_reason = "PENDING", hidden
         rows.append({"submission": submission, "status": status, "icon": display.status_icon(status),
+                     "score": submission.score if hidden is None and submission.verdict else None,
                      "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label)})
     return render(request, "judging/my_submissions.html", {"page": page, "rows": rows})

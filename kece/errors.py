@@ -72,6 +72,20 @@ class RevisionConflict(DomainError):
     status, code, default_detail = 409, "revision_conflict", "The record changed since that revision; reload it."
 
 
+class ExamClosed(DomainError):
+    status, code, default_detail = 409, "exam_closed", "This exam takes no more work from you."
+
+
+class NotPublished(DomainError):
+    status, code, default_detail = 409, "not_published", "The results of this exam are not published yet."
+
+
+class IdempotencyConflict(DomainError):
+    status, code, default_detail = (
+        409, "idempotency_conflict", "This Idempotency-Key was used for a different request; use a new key.",
+    )
+
+
 class NotVerified(DomainError):
     status, code, default_detail = (
         409, "not_verified", "The node needs a passing self-check for its current revision and a fresh heartbeat.",

@@ -40,6 +40,19 @@ def events_step(now=None, *, batch: int = 100):
     return total
 
 
+def exams_step(now=None):
+    """Hand in ended exams for whoever did not, and drop expired idempotency keys."""
+    from judging.services.exams import exams_hand_in_overdue
+    from judging.services.idempotency import keys_purge
+
+    now = now or timezone.now()
+    handed = exams_hand_in_overdue(now=now)
+    purged = keys_purge(now=now)
+    if handed or purged:
+        logger.info("exam pass", extra={"handedIn": handed, "keysPurged": purged})
+    return handed
+
+
 def checks_step(now=None):
     from nodes.checks import checks_expire
 

@@ -13,12 +13,34 @@ def can_manage_judgers(user) -> bool:
     return bool(user and user.is_authenticated and user.is_active and user.has_perm(MANAGE_JUDGERS))
 
 
-class ManagesJudgers(BasePermission):
-    """Admins only: anonymous → 401 (via the authenticators), anyone else → 403."""
+class _Needs(BasePermission):
+    """Anonymous → 401 (via the authenticators), anyone without the permission → 403."""
 
-    message = "Managing judge nodes needs the nodes.manage_judgers permission."
+    allows = staticmethod(lambda user: False)
 
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
             return False
-        return can_manage_judgers(request.user)
+        return self.allows(request.user)
+
+
+class ManagesJudgers(_Needs):
+    """Admins only."""
+
+    message = "Managing judge nodes needs the nodes.manage_judgers permission."
+    allows = staticmethod(can_manage_judgers)
+
+
+MANAGE_EXAMS = "judging.manage_exams"
+
+
+def can_manage_exams(user) -> bool:
+    return bool(user and user.is_authenticated and user.is_active
+                and (user.has_perm(MANAGE_EXAMS) or user.has_perm(MANAGE_JUDGERS)))
+
+
+class ManagesExams(_Needs):
+    """Exams, lessons and practices: judging.manage_exams (or nodes.manage_judgers)."""
+
+    message = "Managing exams needs the judging.manage_exams permission."
+    allows = staticmethod(can_manage_exams)

@@ -17,6 +17,7 @@ def PERIODIC_TASKS():
     return [
         ("judging.reap_expired_leases", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("judging.dispatch_settlement_events", settings.KECE_EVENT_INTERVAL_MS / 1000),
+        ("judging.hand_in_ended_exams", settings.KECE_EXAM_INTERVAL_MS / 1000),
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.quarantine_stalled", settings.KECE_REAP_INTERVAL_MS / 1000),
@@ -32,6 +33,7 @@ def _steps():
     return [
         (periodic.reap_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.events_step, settings.KECE_EVENT_INTERVAL_MS / 1000),
+        (periodic.exams_step, settings.KECE_EXAM_INTERVAL_MS / 1000),
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.stall_step, settings.KECE_REAP_INTERVAL_MS / 1000),

@@ -217,6 +217,10 @@ for _lane in ("KECE_DB_THREADS", "KECE_WEB_THREADS", "KECE_ADMIN_THREADS"):
 KECE_JOIN_THROTTLE = env.str("KECE_JOIN_THROTTLE", default="20/min")
 KECE_RETRY_BACKOFF_MS = _positive_ms("KECE_RETRY_BACKOFF_MS", 2000)
 KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
+# A submit's Idempotency-Key names its submission at least this long (the contract: 24 h).
+KECE_IDEMPOTENCY_TTL_S = max(env.int("KECE_IDEMPOTENCY_TTL_S", default=86400), 86400)
+# How often ended exams are handed in for participants who did not, and old keys dropped.
+KECE_EXAM_INTERVAL_MS = _positive_ms("KECE_EXAM_INTERVAL_MS", 5000)
 if KECE_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:

@@ -17,6 +17,11 @@ def dispatch_settlement_events():
     periodic.events_step()
 
 
+@shared_task(name="judging.hand_in_ended_exams", ignore_result=True)
+def hand_in_ended_exams():
+    periodic.run_guarded(periodic.exams_step)
+
+
 @shared_task(name="pools.refresh_status_snapshot", ignore_result=True)
 def refresh_status_snapshot():
     from pools.snapshot import refresh_step

@@ -2,12 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path, register_converter
 
+from judging import exam_pages
 from judging import pages as judging_pages
 from judging.api import admin as submission_admin
 from judging.api import node as node_jobs
 from judging.api.claim import ClaimView
 from judging.api.result import ResultView
-from judging.api import submissions
+from judging.api import exams, submissions
 from kece import converters, views
 from nodes import api as node_admin
 from nodes import api_checks, api_node
@@ -39,6 +40,15 @@ admin_api = [
     path("host-groups/<id:group_id>", node_admin.HostGroupDetailView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>/rejudge", submission_admin.RejudgeView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>", submission_admin.SubmissionAdminView.as_view()),
+    path("problems/<id:problem_id>", submission_admin.ProblemAdminView.as_view()),
+    path("exams", exams.ExamListAdminView.as_view()),
+    path("exams/<id:exam_id>", exams.ExamAdminDetailView.as_view()),
+    path("exams/<id:exam_id>/participants", exams.ParticipantsView.as_view()),
+    path("exams/<id:exam_id>/publish", exams.PublishView.as_view()),
+    path("lessons", exams.LessonListAdminView.as_view()),
+    path("lessons/<id:lesson_id>", exams.LessonAdminDetailView.as_view()),
+    path("lessons/<id:lesson_id>/practices", exams.PracticeListAdminView.as_view()),
+    path("lessons/practices/<id:practice_id>", exams.PracticeAdminDetailView.as_view()),
 ]
 
 urlpatterns = [
@@ -46,6 +56,11 @@ urlpatterns = [
     path("api/v1/admin/", include(admin_api)),
     path("api/v1/submissions", submissions.SubmitView.as_view()),
     path("api/v1/submissions/<subtype:submission_type>/<id:submission_id>", submissions.SubmissionView.as_view()),
+    path("api/v1/exams/<id:exam_id>", exams.ExamView.as_view()),
+    path("api/v1/exams/<id:exam_id>/answers/<id:question_id>", exams.AnswerView.as_view()),
+    path("api/v1/exams/<id:exam_id>/hand-in", exams.HandInView.as_view()),
+    path("api/v1/exams/<id:exam_id>/result", exams.ExamResultView.as_view()),
+    path("api/v1/lessons/practices/<id:practice_id>", exams.PracticeView.as_view()),
     path("api/v1/system/judgers/summary", pool_views.SummaryView.as_view()),
     path("api/schema/", views.SchemaView.as_view(), name="schema"),
     path("api/docs/", views.api_docs, name="api-docs"),
@@ -59,6 +74,8 @@ urlpatterns = [
     path("status/panel", pool_views.status_panel, name="status-panel"),
     path("", include("nodes.console.urls")),
     path("problems", judging_pages.problem_list, name="problems"),
+    path("exams", exam_pages.exam_list, name="exams"),
+    path("exams/<id:exam_id>", exam_pages.exam_detail, name="exam"),
     path("problems/<id:problem_id>", judging_pages.problem_detail, name="problem"),
     path("submissions", judging_pages.my_submissions, name="my-submissions"),
     path("submissions/<subtype:submission_type>/<id:submission_id>", judging_pages.submission_detail,

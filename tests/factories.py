@@ -103,3 +103,20 @@ def make_practice(*problems):
     practice = LessonPractice.objects.create(title=f"practice-{next(_seq)}")
     practice.problems.add(*problems)
     return practice
+
+
+def make_exam(*problems, mode="OI", participants=(), questions=(), points=None, now=None, minutes=60):
+    """An exam open from a minute before `now` for `minutes`, holding `problems` (each worth
+    `points[i]`, else 100) and `questions` ({kind, options, correct, points})."""
+    from judging.models import Exam, ExamParticipant, ExamProblem, ExamQuestion
+
+    now = now or timezone.now()
+    exam = Exam.objects.create(title=f"exam-{next(_seq)}", mode=mode, starts_at=now - timedelta(minutes=1),
+                               ends_at=now + timedelta(minutes=minutes))
+    for index, problem in enumerate(problems):
+        ExamProblem.objects.create(exam=exam, problem=problem, points=(points or {}).get(index, 100), ordinal=index)
+    for index, question in enumerate(questions):
+        ExamQuestion.objects.create(exam=exam, prompt=f"question {index}", ordinal=index, **question)
+    for user in participants:
+        ExamParticipant.objects.create(exam=exam, user=user)
+    return exam

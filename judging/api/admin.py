@@ -1,4 +1,4 @@
-"""Admin operations on submissions: rejudge and delete."""
+"""Admin operations on submissions (rejudge and delete) and problems (delete)."""
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -38,4 +38,14 @@ class SubmissionAdminView(AdminView):
     def delete(self, request, submission_type: str, submission_id: int):
         submission_delete(submission_type=_checked_type(submission_type), submission_id=submission_id,
                           now=timezone.now())
+        return Response(status=204)
+
+
+class ProblemAdminView(AdminView):
+    @extend_schema(tags=TAGS, request=None, responses={204: OpenApiResponse(description="Deleted.")},
+                   summary="Delete a problem: its submissions' open jobs are cancelled and late results refused")
+    def delete(self, request, problem_id: int):
+        from judging.services.lessons import problem_delete
+
+        problem_delete(problem_id=problem_id, now=timezone.now())
         return Response(status=204)

@@ -1,17 +1,20 @@
 """The user API: submit code, read your own submission."""
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, Verdict
 from judging.selectors import submission_state
+from judging.services.exams import hidden_wait
+from judging.services.idempotency import checked_key, submit_once
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
 from kece.errors import NotFound
 from kece.permissions import USER_AUTHENTICATION, can_manage_judgers
+from kece.schema import errors
 
 TAGS = ["submissions"]
 
@@ -22,6 +25,7 @@ class SubmitIn(serializers.Serializer):
     language = serializers.CharField(max_length=32, trim_whitespace=False)
     code = serializers.CharField(max_length=512 * 1024, trim_whitespace=False)
     lessonPracticeId = serializers.IntegerField(min_value=1, max_value=2**62, required=False, allow_null=True)
+    examId = serializers.IntegerField(min_value=1, max_value=2**62, required=False, allow_null=True)
 
 
 class SubmitOut(serializers.Serializer):
@@ -42,7 +46,8 @@ class SubmissionOut(serializers.Serializer):
     submissionType = serializers.CharField()
     submissionId = serializers.IntegerField()
     status = serializers.CharField()
-    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node"], allow_null=True)
+    waitReason = serializers.ChoiceField(choices=["queued", "backoff", "no_node", "hand_in", "unpublished"],
+                                         allow_null=True)
     verdict = serializers.CharField(allow_null=True)
     score = serializers.IntegerField(allow_null=True)
     timeMs = serializers.IntegerField(allow_null=True)
@@ -55,14 +60,27 @@ class UserView(ContractView):
     permission_classes = [IsAuthenticated]
 
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="Per user, kept at least 24 h: the same key returns the original submission with status "
+                "200 instead of 202; the same key with another body is 409 idempotency_conflict; 409 "
+                "exam_closed refuses an exam submission after hand-in or outside the exam's time.")
+
+
 class SubmitView(UserView):
-    @extend_schema(tags=TAGS, request=SubmitIn, responses={202: SubmitOut}, summary="Submit code for judging")
+    @extend_schema(tags=TAGS, request=SubmitIn, parameters=[IDEMPOTENCY_KEY],
+                   responses={202: SubmitOut, **errors(409)}, summary="Submit code for judging")
     def post(self, request):
         data = validated(SubmitIn, request.data)
-        submission = submission_submit(user=request.user, problem_id=data["problemId"], language=data["language"],
-                                       code=data["code"], lesson_practice_id=data.get("lessonPracticeId"))
+        key = checked_key(request.headers.get("Idempotency-Key"))
+        submission, created = submit_once(
+            lambda after_insert: submission_submit(
+                user=request.user, problem_id=data["problemId"], language=data["language"], code=data["code"],
+                lesson_practice_id=data.get("lessonPracticeId"), exam_id=data.get("examId"),
+                after_insert=after_insert),
+            user=request.user, key=key, data=data, now=timezone.now())
         return Response({"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING"},
-                        status=202)
+                        status=202 if created else 200)
 
 
 def submission_json(submission, *, now) -> dict:
@@ -82,6 +100,12 @@ def submission_json(submission, *, now) -> dict:
     }
 
 
+def unpublished_json(submission, waiting: str) -> dict:
+    """An OI exam's submission before its results are published: waiting, whatever its job did."""
+    return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING",
+            "waitReason": waiting, "verdict": None, "score": None, "timeMs": None, "memoryKb": None, "cases": []}
+
+
 class SubmissionView(UserView):
     @extend_schema(tags=TAGS, responses={200: SubmissionOut}, summary="One of your submissions and its status")
     def get(self, request, submission_type: str, submission_id: int):
@@ -89,4 +113,6 @@ class SubmissionView(UserView):
         submission = model.objects.filter(pk=submission_id).first() if model else None
         if submission is None or (submission.user_id != request.user.pk and not can_manage_judgers(request.user)):
             raise NotFound()  # someone else's submission does not exist for you
+        if (waiting := hidden_wait(submission, request.user)) is not None:
+            return Response(unpublished_json(submission, waiting))
         return Response(submission_json(submission, now=timezone.now()))

@@ -20,9 +20,10 @@ from django.db import transaction
 
 from judging.locking import lock_derived, lock_due_event, lock_event
 from judging.models import (
-    SUBMISSION_MODELS, EventState, FirstAccepted, PracticeBest, ProblemResult, SettlementEvent, Verdict,
+    SUBMISSION_MODELS, EventState, Exam, ExamMode, ExamProblem, ExamScore, FirstAccepted, PracticeBest,
+    ProblemResult, SettlementEvent, Verdict,
 )
-from judging.services.outcomes import PRACTICE_BEST, PROBLEM_STATS
+from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
 
 logger = logging.getLogger("kece.events")
 
@@ -81,7 +82,31 @@ def apply_practice_best(payload: dict) -> None:
     row.save()
 
 
-HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: apply_practice_best}
+def apply_exam_score(payload: dict) -> None:
+    """A participant's score on one exam problem: in OI the last (the handed-in) submission,
+    in ACM the best one; weighted by the problem's points, with the attempt count."""
+    exam_id = payload.get("examId")
+    if not exam_id:
+        return
+    user_id, problem_id = payload["userId"], payload["problemId"]
+    row = lock_derived(ExamScore, (exam_id, user_id, problem_id), exam_id=exam_id, user_id=user_id,
+                       problem_id=problem_id)
+    exam = Exam.objects.get(pk=exam_id)
+    points = ExamProblem.objects.filter(exam_id=exam_id, problem_id=problem_id).values_list("points", flat=True)
+    submissions = _live_submissions(payload, exam_id=exam_id)
+    if exam.mode == ExamMode.OI:
+        counted = submissions.order_by("-id").values("id", "score").first()
+    else:
+        counted = _best(submissions)
+    row.score = (counted["score"] or 0) if counted else 0
+    row.points = round(row.score * (points.first() or 0) / 100)
+    row.attempts = submissions.count()
+    row.submission_type = payload["submissionType"] if counted else ""
+    row.submission_id = counted["id"] if counted else None
+    row.save()
+
+
+HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: apply_practice_best, EXAM_SCORE: apply_exam_score}
 
 
 def handler_for(event_type: str):
@@ -102,7 +127,7 @@ def _backoff(attempts: int) -> timedelta:
 def _recompute_key(event_type: str, payload: dict) -> tuple:
     """What a handler recomputes: the rows it derives depend on these fields only."""
     return (event_type.split(".", 1)[0], payload.get("userId"), payload.get("problemId"),
-            payload.get("submissionType"), payload.get("practiceId"))
+            payload.get("submissionType"), payload.get("practiceId"), payload.get("examId"))
 
 
 def events_dispatch(*, now, batch: int = 100) -> DispatchReport:

@@ -19,6 +19,7 @@ logger = logging.getLogger("kece.jobs")
 # (job, event_type) unique when a judged job's submission is later deleted.
 PROBLEM_STATS = "problem_stats"
 PRACTICE_BEST = "practice_best"
+EXAM_SCORE = "exam_score"
 DELETED_SUFFIX = ".deleted"
 
 
@@ -47,12 +48,13 @@ def settlement_events(job, submission, *, now, suffix: str = "") -> list[Settlem
         "submissionType": job.submission_type,
         "submissionId": job.submission_id,
         "practiceId": submission.lesson_practice_id,
+        "examId": submission.exam_id,
     }
     events = [SettlementEvent(job=job, event_type=PROBLEM_STATS + suffix, payload=payload,
                               next_attempt_at=now, created_at=now)]
-    if submission.lesson_practice_id:
-        events.append(SettlementEvent(job=job, event_type=PRACTICE_BEST + suffix, payload=payload,
-                                      next_attempt_at=now, created_at=now))
+    derived = [(PRACTICE_BEST, submission.lesson_practice_id), (EXAM_SCORE, submission.exam_id)]
+    events += [SettlementEvent(job=job, event_type=event_type + suffix, payload=payload, next_attempt_at=now,
+                               created_at=now) for event_type, link in derived if link]
     return events
 
 

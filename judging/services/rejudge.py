@@ -24,6 +24,26 @@ def _locked_live_submission(submission_type: str, submission_id: int):
     return submission
 
 
+def queue_generation(submission, *, generation: int, now) -> JudgeJob:
+    """A new job for a submission this transaction has locked, against its problem's current
+    test data; the submission's pointer moves to it (rejudge, and an exam's hand-in)."""
+    problem = submission.problem
+    manifest = problem.current_manifest
+    pool = submission.language
+    source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
+    job = JudgeJob.objects.create(
+        submission_type=submission.TYPE, submission_id=submission.pk, generation=generation,
+        pool=pool, runtime_spec=runtime_spec(pool).id, manifest=manifest,
+        snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
+                              source=source),
+        lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
+    )
+    type(submission).objects.filter(pk=submission.pk).update(current_judge_job=job)
+    submission.current_judge_job = job
+    publish_after_commit(pool)
+    return job
+
+
 def submission_rejudge(*, submission_type: str, submission_id: int, now) -> JudgeJob:
     """Judge again as a new generation against the problem's current test data.
 
@@ -36,20 +56,7 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now) -> Judg
         old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
         if old is not None and old.state in JobState.ACTIVE:
             outcomes.cancel(old, now=now, reason="superseded")
-        problem = submission.problem
-        manifest = problem.current_manifest
-        pool = submission.language
-        source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
-        job = JudgeJob.objects.create(
-            submission_type=submission_type, submission_id=submission_id,
-            generation=(old.generation if old else 0) + 1,
-            pool=pool, runtime_spec=runtime_spec(pool).id, manifest=manifest,
-            snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
-                                  source=source),
-            lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
-        )
-        type(submission).objects.filter(pk=submission_id).update(current_judge_job=job)
-        publish_after_commit(pool)
+        job = queue_generation(submission, generation=(old.generation if old else 0) + 1, now=now)
     logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
                                          "generation": job.generation})
     return job

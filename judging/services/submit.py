@@ -6,7 +6,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from judging import artifacts
+from judging.locking import lock_parent
 from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Problem, ProblemKind
+from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid
@@ -20,14 +22,24 @@ MAX_SOURCE_BYTES = 256 * 1024
 def _validated_practice(lesson_practice_id, problem):
     if lesson_practice_id is None:
         return None
-    practice = LessonPractice.objects.filter(pk=lesson_practice_id).first()
+    practice = LessonPractice.objects.filter(pk=lesson_practice_id, deleted_at__isnull=True).first()
     if practice is None or not practice.problems.filter(pk=problem.pk).exists():
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
                       fields={"lessonPracticeId": ["unknown for this problem"]})
     return practice
 
 
-def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, now=None):
+def _still_live(problem, practice) -> None:
+    """Under shared locks, so a deletion committing meanwhile waits for this submit."""
+    if lock_parent(Problem, problem.pk, shared=True).deleted_at is not None:
+        raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+    if practice is not None and lock_parent(LessonPractice, practice.pk, shared=True).deleted_at is not None:
+        raise Invalid("This lesson practice does not exist or does not contain the problem.",
+                      fields={"lessonPracticeId": ["unknown for this problem"]})
+
+
+def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, exam_id=None,
+                      after_insert=None, now=None):
     """Accept a submission and queue its judging.
 
     1. Validate problem, language (→ pool), code size and practice link.
@@ -36,9 +48,15 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
        writes and syncs no file besides the database's own commit.
     3. One transaction: insert the submission, its job (generation 1) and the pointer.
     4. After commit, wake the pool's waiting claims (best effort).
+
+    An exam submission (`exam_id`) is checked and written under its participant's lock
+    (`judging.services.exams.exam_entry`); in an OI exam it is saved without a job, which
+    the hand-in creates. `after_insert(submission)` runs inside the transaction (the
+    idempotency key is written there, so a duplicate key rolls the submission back).
     """
     now = now or timezone.now()
-    problem = Problem.objects.select_related("current_manifest").filter(pk=problem_id, is_canary=False).first()
+    problem = (Problem.objects.select_related("current_manifest")
+               .filter(pk=problem_id, is_canary=False, deleted_at__isnull=True).first())
     if problem is None or problem.current_manifest is None:
         raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
     manifest = problem.current_manifest
@@ -52,15 +70,25 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if len(source_bytes) > MAX_SOURCE_BYTES:
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
     practice = _validated_practice(lesson_practice_id, problem)
+    exam = exam_for_submit(exam_id, problem=problem, practice=practice)
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]
     with transaction.atomic(durable=True):
+        _still_live(problem, practice)
+        if exam is not None:
+            exam_entry(exam, user=user, now=now)
         submission = model.objects.create(
             user=user, problem=problem, language=language, code=code,
-            source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice,
+            source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice, exam=exam,
         )
+        if after_insert is not None:
+            after_insert(submission)
+        if exam is not None and not exam.judges_at_once:
+            logger.info("exam submission saved", extra={"submission": f"{submission_type}:{submission.pk}",
+                                                        "exam": exam.pk})
+            return submission
         job = JudgeJob.objects.create(
             submission_type=submission_type, submission_id=submission.pk, generation=1,
             pool=pool.name, runtime_spec=pool.spec.id, manifest=manifest,

@@ -1,4 +1,5 @@
-"""The lock helper enforces host group → node → submission → job, and is the only way in."""
+"""The lock helper enforces host group → node → problem/practice → exam participant →
+submission → job, and is the only way in."""
 
 import re
 from pathlib import Path
@@ -6,8 +7,11 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from judging.locking import LockOrderViolation, lock_host_group, lock_job, lock_jobs, lock_node, lock_submission
-from tests.factories import UserFactory, make_node, make_problem
+from judging.locking import (
+    LockOrderViolation, lock_exam_participant, lock_host_group, lock_job, lock_jobs, lock_node, lock_submission,
+)
+from judging.models import ExamParticipant
+from tests.factories import UserFactory, make_exam, make_node, make_problem
 from tests.judging.helpers import submit
 
 pytestmark = pytest.mark.django_db
@@ -24,9 +28,11 @@ def rows(db):
 
 def test_it_takes_locks_in_the_global_order(rows):
     node, submission = rows
+    participant = ExamParticipant.objects.create(exam=make_exam(submission.problem), user=submission.user)
     with transaction.atomic():
         assert lock_host_group(node.host_group_id).pk == node.host_group_id
         assert lock_node(node.pk).pk == node.pk
+        assert lock_exam_participant(participant.pk).pk == participant.pk
         assert lock_submission("ALGO", submission.pk).pk == submission.pk
         assert lock_job(submission.current_judge_job_id).pk == submission.current_judge_job_id
 
@@ -45,6 +51,15 @@ def test_it_refuses_a_submission_lock_after_a_job_lock(rows):
         with transaction.atomic():
             lock_job(submission.current_judge_job_id)
             lock_submission("ALGO", submission.pk)
+
+
+def test_it_refuses_an_exam_participant_lock_after_a_submission_lock(rows):
+    node, submission = rows
+    participant = ExamParticipant.objects.create(exam=make_exam(submission.problem), user=submission.user)
+    with pytest.raises(LockOrderViolation, match="EXAM_PARTICIPANT .* after SUBMISSION"):
+        with transaction.atomic():
+            lock_submission("ALGO", submission.pk)
+            lock_exam_participant(participant.pk)
 
 
 def test_it_refuses_descending_keys_within_a_rank(rows):

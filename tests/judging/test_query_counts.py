@@ -27,8 +27,10 @@ def big_node(db):
                               node.host_group_id)
 
 
-def test_submit_is_four_statements(student, problem, django_assert_num_queries):
-    with django_assert_num_queries(4 + SAVEPOINT):  # problem + manifest, submission, job, pointer
+def test_submit_is_five_statements(student, problem, django_assert_num_queries):
+    # problem + manifest; in the transaction the problem row shared (a deletion waits for the
+    # submit), submission, job, pointer
+    with django_assert_num_queries(5 + SAVEPOINT):
         submit(student, problem)
 
 

@@ -97,6 +97,12 @@ def test_practice_best_score_does_not_depend_on_the_order_results_arrive(student
         events_dispatch(now=timezone.now())
     best = PracticeBest.objects.get(practice=practice, user=student, problem=problem)
     assert (best.best_score, best.best_submission_id) == (100, a.pk)
+    # The binding is the submission's own: replaying the outbox recomputes the same row.
+    SettlementEvent.objects.update(state=EventState.PENDING)
+    events_dispatch(now=timezone.now())
+    best = PracticeBest.objects.get(practice=practice, user=student, problem=problem)
+    assert (best.best_score, best.best_submission_id) == (100, a.pk)
+    assert PracticeBest.objects.count() == 1
 
 
 @pytest.mark.django_db

@@ -1,13 +1,16 @@
 """A randomised soak on MariaDB: every kind of writer at once, then the invariants.
 
-Submitters, node agents (claim, renew, settle with all three outcomes, duplicate posts,
-conflicting posts, silent crashes, session changes), the reaper, the event dispatcher and an admin
-(rejudge, delete, drain, enable) run in parallel threads for KECE_SOAK_SECONDS (default
-20). Any error that is not one of the contract's domain answers fails the test — a
-deadlock, a lock-order violation or a lock wait timeout among them.
+Submitters (free practice, lesson practice and two exams, ACM and OI, with
+`Idempotency-Key` retries), participants handing in again and again, node agents (claim,
+renew, settle with all three outcomes, duplicate posts, conflicting posts, silent crashes,
+session changes), the reaper, the event dispatcher and an admin (rejudge, delete, drain,
+enable) run in parallel threads for KECE_SOAK_SECONDS (default 20). Any error that is not
+one of the contract's domain answers fails the test — a deadlock, a lock-order violation or
+a lock wait timeout among them.
 """
 
 import collections
+import hashlib
 import os
 import random
 import threading
@@ -17,24 +20,27 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from judging.models import (SUBMISSION_MODELS, EventState, FirstAccepted, JobState, JudgeJob, ProblemResult,
-                            SettlementEvent)
+from judging.models import (SUBMISSION_MODELS, EventState, ExamMode, ExamParticipant, ExamScore, FirstAccepted,
+                            IdempotencyKey, JobState, JudgeJob, PracticeBest, ProblemResult, SettlementEvent)
 from judging.services.claim import job_claim
 from judging.services.events import events_dispatch
+from judging.services.exams import exam_hand_in
+from judging.services.idempotency import submit_once
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.outcomes import PROBLEM_STATS
 from judging.services.rejudge import submission_delete, submission_rejudge
 from judging.services.settle import job_settle, job_settle_and_claim
-from kece.errors import LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
+from kece.errors import ExamClosed, LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
 from nodes.models import CheckStatus, DesiredState, JudgeNode
 from nodes.services import AgentReport, HeartbeatReport, node_heartbeat, node_session_open, node_update
-from tests.factories import HostGroupFactory, UserFactory, identity_of, make_node, make_problem
+from tests.factories import (HostGroupFactory, UserFactory, identity_of, make_exam, make_node, make_practice,
+                             make_problem)
 from tests.judging.helpers import infra_error, judged, released, submit
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SOAK_SECONDS = float(os.environ.get("KECE_SOAK_SECONDS", "20"))
-EXPECTED = (LeaseLost, Superseded, SessionSuperseded, NotFound, NotVerified)
+EXPECTED = (LeaseLost, Superseded, SessionSuperseded, NotFound, NotVerified, ExamClosed)
 
 
 class Soak:
@@ -218,6 +224,10 @@ def _check_invariants(soak, students):
     jobs_by_id = {j.pk: j for j in jobs}
     for submission_type, model in SUBMISSION_MODELS.items():
         for submission in model.objects.all():
+            if submission.current_judge_job_id is None:
+                # Only an OI exam's submission waits without a job: saved, not (yet) handed in.
+                assert submission.exam_id and submission.exam.mode == ExamMode.OI, (submission_type, submission.pk)
+                continue
             current = jobs_by_id[submission.current_judge_job_id]
             assert current.generation == latest[(submission_type, submission.pk)]
             if submission.judged_generation is not None:
@@ -232,6 +242,45 @@ def _check_invariants(soak, students):
     assert not {j.pk for j in jobs if j.state == JobState.COMPLETED} - stats_events
     for student in students:
         _check_results_from_events(student)
+    _check_exams_and_practices(soak)
+
+
+def _check_exams_and_practices(soak):
+    """One hand-in batch per participant, confirmations that never changed, the last OI
+    submission of each problem judged, one submission per idempotency key, and exam and
+    practice scores equal to a recomputation from the submission rows."""
+    for participant in ExamParticipant.objects.select_related("exam"):
+        exam, user_id = participant.exam, participant.user_id
+        confirmations = soak.hand_ins.get((exam.pk, user_id), set())
+        assert len(confirmations) <= 1, (exam.pk, user_id, confirmations)
+        if participant.handed_in_at is None:
+            assert not confirmations
+            continue
+        assert confirmations == {(participant.handed_in_at, participant.hand_in_jobs)}
+        refs = [(t, pk) for t, model in SUBMISSION_MODELS.items()
+                for pk in model.objects.filter(exam=exam, user_id=user_id).values_list("id", flat=True)]
+        batch = [j for j in JudgeJob.objects.filter(created_at=participant.handed_in_at) if j.submission_ref in refs]
+        assert len(batch) == participant.hand_in_jobs, (exam.pk, user_id)
+        for submission_type, model in SUBMISSION_MODELS.items():
+            mine = model.objects.filter(exam=exam, user_id=user_id, deleted_at__isnull=True)
+            for problem_id in set(mine.values_list("problem_id", flat=True)):
+                counted = mine.filter(problem_id=problem_id)
+                last = counted.order_by("-id").first()
+                assert last.current_judge_job_id is not None, ("the hand-in judged the last one", last.pk)
+                best = (last if exam.mode == ExamMode.OI
+                        else counted.filter(score__isnull=False).order_by("-score", "id").first())
+                row = ExamScore.objects.filter(exam=exam, user_id=user_id, problem_id=problem_id).first()
+                expected = (best.score or 0) if best else 0
+                assert (row.score if row else 0) == expected, (exam.mode, user_id, problem_id)
+    for (user_id, key), ids in soak.keys.items():
+        assert len(ids) == 1, (user_id, key, ids)
+        row = IdempotencyKey.objects.get(user_id=user_id, key_digest=hashlib.sha256(key.encode()).hexdigest())
+        assert {(row.submission_type, row.submission_id)} == ids
+    for row in PracticeBest.objects.all():
+        model = SUBMISSION_MODELS["SQL" if row.problem.kind == "SQL" else "ALGO"]
+        best = (model.objects.filter(user_id=row.user_id, problem_id=row.problem_id, lesson_practice_id=row.practice_id,
+                                     deleted_at__isnull=True, score__isnull=False).order_by("-score", "id").first())
+        assert (row.best_score, row.best_submission_id) == ((best.score, best.pk) if best else (0, None))
 
 
 def _check_results_from_events(student):
@@ -268,14 +317,42 @@ def test_randomised_soak_keeps_every_invariant(settings):
         boxes.append([identity])
     soak = Soak(SOAK_SECONDS)
 
+    practice = make_practice(*problems)
+    exams = [make_exam(*problems, mode=mode, participants=students, minutes=120) for mode in ("ACM", "OI")]
+    soak.hand_ins, soak.keys = collections.defaultdict(set), collections.defaultdict(set)
+
     def submit_step(rng):
-        problem = rng.choice(problems)
+        problem, student = rng.choice(problems), rng.choice(students)
         language = "mysql" if problem.kind == "SQL" else problem.current_manifest.languages[0]
-        submit(rng.choice(students), problem, language=language, code=f"-- {rng.random()}")
-        soak.count("submitted")
+        entry = rng.choice(["free", "practice", "exam"])
+        link = ({"lesson_practice_id": practice.pk} if entry == "practice"
+                else {"exam_id": rng.choice(exams).pk} if entry == "exam" else {})
+        code = f"-- {rng.random()}"
+        key = f"key-{rng.random()}" if rng.random() < 0.5 else None
+        body = {"problemId": problem.pk, "language": language, "code": code, **link}
+
+        def once(after_insert):
+            return submit(student, problem, language=language, code=code, after_insert=after_insert, **link)
+
+        for attempt in range(2 if key else 1):  # a retry whose first answer was "lost"
+            submission, _ = submit_once(once, user=student, key=key, data=body, now=timezone.now())
+            if key:
+                with soak.lock:
+                    soak.keys[(student.pk, key)].add((submission.TYPE, submission.pk))
+        soak.count(f"submitted:{entry}")
+
+    def hand_in_step(rng):
+        exam, student = rng.choice(exams), rng.choice(students)
+        if rng.random() < 0.9 and soak.counts["submitted:exam"] < 40:
+            return  # most of the run, the exams are still being written
+        confirmation = exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+        with soak.lock:
+            soak.hand_ins[(exam.pk, student.pk)].add((confirmation.handed_in_at, confirmation.jobs))
+        soak.count("hand_in:fresh" if confirmation.fresh else "hand_in:repeat")
 
     threads = [soak.actor(f"submitter-{i}", submit_step, (0.0, 0.03)) for i in range(2)]
     threads += [soak.actor(f"node-{n.pk}", _node_actor(soak, n, box)) for n, box in zip(nodes, boxes)]
+    threads += [soak.actor(f"hand-in-{i}", hand_in_step, (0.02, 0.08)) for i in range(2)]
     threads.append(soak.actor("reaper", lambda rng: jobs_reap_expired(now=timezone.now()), (0.2, 0.3)))
     threads.append(soak.actor("dispatcher", lambda rng: events_dispatch(now=timezone.now()), (0.1, 0.2)))
     threads.append(soak.actor("admin", _admin_step(soak, nodes), (0.05, 0.15)))
@@ -300,6 +377,6 @@ def test_randomised_soak_keeps_every_invariant(settings):
     for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
                    "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
                    "settle:result_conflict",
-                   "claimed:resent",
+                   "claimed:resent", "submitted:practice", "submitted:exam", "hand_in:fresh", "hand_in:repeat",
                    "slots_checked"):
         assert soak.counts[needed] > 0, f"the soak never exercised {needed}"

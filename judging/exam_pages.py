@@ -1,0 +1,81 @@
+"""The participant's exam pages: my exams, one exam (questions, hand-in, results).
+
+Thin views over the exam services and the same reads as the exam API (`exam_json`,
+`result_json`): there is no second way to answer, hand in or score.
+"""
+
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_GET, require_http_methods
+
+from judging import display
+from judging.api.exams import _participation, exam_json, result_json
+from judging.models import ExamParticipant
+from judging.services import exams
+from kece.errors import DomainError, NotFound
+
+STATE_WORDS = {
+    exams.NOT_STARTED: gettext_lazy("Not started"), exams.OPEN: gettext_lazy("Open"),
+    exams.HANDED_IN: gettext_lazy("Handed in"), exams.CLOSED: gettext_lazy("Ended"),
+}
+
+
+def _login(request):
+    from django.contrib.auth.views import redirect_to_login
+
+    return None if request.user.is_authenticated else redirect_to_login(request.get_full_path())
+
+
+@require_GET
+def exam_list(request):
+    if (response := _login(request)) is not None:
+        return response
+    now = timezone.now()
+    participants = (ExamParticipant.objects.filter(user=request.user, exam__deleted_at__isnull=True)
+                    .select_related("exam").order_by("-exam__starts_at", "-exam_id"))
+    rows = [{"exam": p.exam, "state": str(STATE_WORDS[exams.participant_state(p.exam, p, now=now)])}
+            for p in participants]
+    return render(request, "judging/exam_list.html", {"rows": rows})
+
+
+def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
+    try:
+        exam, participant = _participation(exam_id, request.user)
+    except NotFound:
+        raise Http404 from None  # an exam you are not in does not exist for you
+    view = exam_json(exam, participant, now=timezone.now())
+    for submission in view["submissions"]:
+        submission["words"] = display.status_words(submission["status"], submission["waitReason"])
+        submission["icon"] = display.status_icon(submission["status"])
+    context = {
+        "exam": exam, "view": view, "handed_in_at": participant.handed_in_at,
+        "state_words": STATE_WORDS[view["state"]], "error": error,
+        "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
+        "result": result_json(exam, participant) if exams.results_visible(exam) else None,
+    }
+    return render(request, "judging/exam_detail.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+def exam_detail(request, exam_id: int):
+    if (response := _login(request)) is not None:
+        return response
+    if request.method == "GET":
+        return _exam_page(request, exam_id)
+    now = timezone.now()
+    try:
+        if request.POST.get("action") == "hand-in":
+            exams.exam_hand_in(exam_id=exam_id, user=request.user, now=now)
+        else:
+            choices = [int(c) for c in request.POST.getlist("choices") if c.isdigit()]
+            exams.exam_answer_save(exam_id=exam_id, question_id=int(request.POST.get("question") or 0),
+                                   user=request.user, choices=choices, now=now)
+    except NotFound:
+        raise Http404 from None
+    except DomainError as exc:
+        return _exam_page(request, exam_id, error=_("That was not saved: %(reason)s") % {"reason": exc.detail},
+                          status=exc.status)
+    return redirect("exam", exam_id=exam_id)

@@ -1,0 +1,319 @@
+"""Exams: submitting into one, objective answers, the hand-in, scores and deletion.
+
+A participant's submits, answers and hand-in are serialised on the participant's row lock
+(rank EXAM_PARTICIPANT in `judging.locking`, before any submission), and each re-checks the
+participant's state under it: a hand-in happens once, and every later or concurrent one
+reads back the confirmation that transaction committed.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import F
+
+from judging.locking import lock_exam_participant, lock_exam_participants, lock_submission, save_locked
+from judging.models import (
+    SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, ProblemKind, QuestionKind,
+)
+from judging.services.rejudge import queue_generation, submission_delete
+from kece.errors import ExamClosed, Invalid, NotFound, RevisionConflict
+
+logger = logging.getLogger("kece.exams")
+
+NOT_STARTED, OPEN, HANDED_IN, CLOSED = "NOT_STARTED", "OPEN", "HANDED_IN", "CLOSED"
+
+
+def participant_state(exam, participant, *, now) -> str:
+    if participant.handed_in_at is not None:
+        return HANDED_IN
+    if now < exam.starts_at:
+        return NOT_STARTED
+    return OPEN if now < exam.ends_at else CLOSED
+
+
+def exam_for_submit(exam_id, *, problem, practice):
+    """The exam a submission names, if it holds the problem (checked again under the lock)."""
+    if exam_id is None:
+        return None
+    if practice is not None:
+        raise Invalid("A submission belongs to a lesson practice or to an exam, not both.",
+                      fields={"examId": ["not with lessonPracticeId"]})
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None or not ExamProblem.objects.filter(exam=exam, problem=problem).exists():
+        raise Invalid("This exam does not exist or does not contain the problem.",
+                      fields={"examId": ["unknown for this problem"]})
+    return exam
+
+
+def _locked_participant(exam_id: int, user):
+    """Lock the user's participant row; an exam that is deleted or not theirs is not found.
+
+    The exam is read after the lock: deleting an exam locks all its participants first, so
+    a deletion either committed before this read or waits for this transaction."""
+    pk = ExamParticipant.objects.filter(exam_id=exam_id, user=user).values_list("pk", flat=True).first()
+    participant = lock_exam_participant(pk) if pk is not None else None
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first() if participant else None
+    if exam is None:
+        raise NotFound()
+    return exam, participant
+
+
+_REFUSALS = {
+    NOT_STARTED: "The exam has not started yet.",
+    HANDED_IN: "You have handed in this exam; it takes no more answers or submissions.",
+    CLOSED: "The exam has ended; it takes no more answers or submissions.",
+}
+
+
+def _require_open(exam, participant, *, now) -> None:
+    state = participant_state(exam, participant, now=now)
+    if state != OPEN:
+        raise ExamClosed(_REFUSALS[state])
+
+
+def exam_entry(exam, *, user, now):
+    """Inside a submit's transaction: lock the participant and check the exam is open to
+    them (not handed in, between start and end)."""
+    try:
+        exam, participant = _locked_participant(exam.pk, user)
+    except NotFound:
+        raise Invalid("You are not a participant of this exam.", fields={"examId": ["not a participant"]}) from None
+    _require_open(exam, participant, now=now)
+    return participant
+
+
+def exam_answer_save(*, exam_id: int, question_id: int, user, choices: list, now) -> ExamAnswer:
+    question = ExamQuestion.objects.filter(pk=question_id, exam_id=exam_id).first()
+    if question is None:
+        raise NotFound()
+    if any(not isinstance(c, int) or not 0 <= c < len(question.options) for c in choices) \
+            or len(set(choices)) != len(choices):
+        raise Invalid("Each choice must be the index of a distinct option.", fields={"choices": ["unknown option"]})
+    if question.kind == QuestionKind.SINGLE and len(choices) > 1:
+        raise Invalid("This question takes one choice.", fields={"choices": ["one choice only"]})
+    with transaction.atomic(durable=True):
+        exam, participant = _locked_participant(exam_id, user)
+        _require_open(exam, participant, now=now)
+        # The participant's lock serialises its answers: a plain read and write, no row lock
+        # of its own (update_or_create would take one outside the lock helper).
+        answer = ExamAnswer.objects.filter(participant=participant, question=question).first() \
+            or ExamAnswer(participant=participant, question=question)
+        answer.choices = sorted(choices)
+        answer.save()
+    return answer
+
+
+@dataclass(frozen=True)
+class HandIn:
+    handed_in_at: object
+    jobs: int
+    # Whether this call handed in (not part of the confirmation every caller gets).
+    fresh: bool = field(default=False, compare=False)
+
+
+def _last_submissions(exam, user_id: int) -> list:
+    """(type, id) of the last live submission of each exam problem, in lock order."""
+    kinds = dict(ExamProblem.objects.filter(exam=exam).values_list("problem_id", "problem__kind"))
+    found = []
+    for problem_id, kind in kinds.items():
+        submission_type = ProblemKind(kind).value
+        last = (SUBMISSION_MODELS[submission_type].objects
+                .filter(exam=exam, user_id=user_id, problem_id=problem_id, deleted_at__isnull=True)
+                .order_by("-id").values_list("id", flat=True).first())
+        if last is not None:
+            found.append((submission_type, last))
+    return sorted(found, key=lambda ref: (ref[0] != "ALGO", ref[1]))
+
+
+def _score_objective(exam, participant) -> int:
+    answers = {a.question_id: a for a in ExamAnswer.objects.filter(participant=participant)}
+    total = 0
+    for question in ExamQuestion.objects.filter(exam=exam):
+        answer = answers.get(question.pk)
+        if answer is not None:
+            answer.score = question.score_for(answer.choices)
+            answer.save(update_fields=["score", "updated_at"])
+            total += answer.score
+    return total
+
+
+def _hand_in_locked(exam, participant, *, now) -> HandIn:
+    if participant.handed_in_at is not None:
+        return HandIn(participant.handed_in_at, participant.hand_in_jobs or 0)
+    if now < exam.starts_at:
+        raise ExamClosed(_REFUSALS[NOT_STARTED])
+    # The last submission of each problem is judged unless it already has a job: in OI none
+    # has one yet; in ACM every one was judged when submitted, so none is judged twice.
+    jobs = 0
+    for submission_type, submission_id in _last_submissions(exam, participant.user_id):
+        submission = lock_submission(submission_type, submission_id)
+        if submission.current_judge_job_id is None:
+            queue_generation(submission, generation=1, now=now)
+            jobs += 1
+    participant.objective_score = _score_objective(exam, participant)
+    participant.handed_in_at = min(now, exam.ends_at)
+    participant.hand_in_jobs = jobs
+    save_locked(participant, ["objective_score", "handed_in_at", "hand_in_jobs"])
+    logger.info("exam handed in", extra={"exam": exam.pk, "participant": participant.pk, "jobs": jobs,
+                                         "objective": participant.objective_score})
+    return HandIn(participant.handed_in_at, jobs, fresh=True)
+
+
+def exam_hand_in(*, exam_id: int, user, now) -> HandIn:
+    """Hand in the user's exam; a repeat (or a concurrent twin) gets the same confirmation."""
+    with transaction.atomic(durable=True):
+        exam, participant = _locked_participant(exam_id, user)
+        return _hand_in_locked(exam, participant, now=now)
+
+
+def exams_hand_in_overdue(*, now, batch: int = 200) -> int:
+    """Hand in for every participant of an ended exam who did not. Several workers may run
+    this at once: each hand-in re-checks under the participant's lock, so each participant
+    is handed in once. Returns how many this call handed in."""
+    overdue = list(ExamParticipant.objects.filter(
+        handed_in_at__isnull=True, exam__ends_at__lte=now, exam__deleted_at__isnull=True,
+    ).order_by("id").values_list("exam_id", "user_id")[:batch])
+    handed = 0
+    for exam_id, user_id in overdue:
+        try:
+            handed += exam_hand_in(exam_id=exam_id, user=user_id, now=now).fresh
+        except NotFound:
+            continue  # deleted meanwhile
+    return handed
+
+
+def exam_delete(*, exam_id: int, now) -> None:
+    """Delete an exam: no participant may submit or hand in once it commits (it locks them
+    all, and they re-read the exam under their lock), then its submissions are deleted."""
+    def lock_participants(exam):
+        lock_exam_participants(ExamParticipant.objects.filter(exam=exam).values_list("pk", flat=True))
+
+    delete_with_submissions(Exam, exam_id, now=now, link="exam", lock=lock_participants)
+
+
+# --- administration ------------------------------------------------------------------------------
+
+def _checked_window(starts_at, ends_at) -> None:
+    if ends_at <= starts_at:
+        raise Invalid("An exam must end after it starts.", fields={"endsAt": ["not after startsAt"]})
+
+
+def _checked_question(question: dict) -> dict:
+    options, correct = question["options"], question["correct"]
+    if not options or len(set(correct)) != len(correct) or any(not 0 <= c < len(options) for c in correct) \
+            or not correct or (question["kind"] == QuestionKind.SINGLE and len(correct) != 1):
+        raise Invalid("A question's correct answer must be distinct option indexes (exactly one for SINGLE).",
+                      fields={"questions": ["invalid correct set"]})
+    return question
+
+
+def exam_create(*, title: str, mode: str, starts_at, ends_at, problems: list, questions: list) -> Exam:
+    """problems: [{problem_id, points}]; questions: [{kind, prompt, options, correct, points}]."""
+    from judging.models import Problem
+
+    _checked_window(starts_at, ends_at)
+    ids = [p["problem_id"] for p in problems]
+    known = Problem.objects.filter(pk__in=ids, is_canary=False, deleted_at__isnull=True).count()
+    if len(set(ids)) != len(ids) or known != len(ids):
+        raise Invalid("Each problem must exist and appear once.", fields={"problems": ["unknown or repeated"]})
+    checked = [_checked_question(q) for q in questions]
+    with transaction.atomic(durable=True):
+        exam = Exam.objects.create(title=title, mode=mode, starts_at=starts_at, ends_at=ends_at)
+        ExamProblem.objects.bulk_create([ExamProblem(exam=exam, problem_id=p["problem_id"], points=p["points"],
+                                                     ordinal=i) for i, p in enumerate(problems)])
+        ExamQuestion.objects.bulk_create([ExamQuestion(exam=exam, ordinal=i, **q) for i, q in enumerate(checked)])
+    logger.info("exam created", extra={"exam": exam.pk, "mode": mode})
+    return exam
+
+
+def update_at_revision(model, pk: int, revision: int, values: dict):
+    """One conditional UPDATE on the row's revision: a stale revision changes nothing."""
+    changed = model.objects.filter(pk=pk, revision=revision, deleted_at__isnull=True).update(
+        revision=F("revision") + 1, **values)
+    current = model.objects.filter(pk=pk, deleted_at__isnull=True).first()
+    if current is None:
+        raise NotFound()
+    if not changed:
+        raise RevisionConflict(f"It is at revision {current.revision}, not {revision}.")
+    return current
+
+
+def exam_update(*, exam_id: int, revision: int, changes: dict) -> Exam:
+    """Change title, start or end, based on the revision read."""
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None:
+        raise NotFound()
+    _checked_window(changes.get("starts_at", exam.starts_at), changes.get("ends_at", exam.ends_at))
+    return update_at_revision(Exam, exam_id, revision, changes)
+
+
+def exam_publish(*, exam_id: int, now) -> Exam:
+    exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
+    if exam is None:
+        raise NotFound()
+    if exam.published_at is None:
+        Exam.objects.filter(pk=exam_id, published_at__isnull=True).update(published_at=now,
+                                                                          revision=F("revision") + 1)
+        exam.refresh_from_db()
+    return exam
+
+
+def participants_add(*, exam_id: int, user_ids: list) -> int:
+    from django.contrib.auth import get_user_model
+
+    if not Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).exists():
+        raise NotFound()
+    users = set(get_user_model().objects.filter(pk__in=user_ids).values_list("pk", flat=True))
+    if users != set(user_ids):
+        raise Invalid("Some users do not exist.", fields={"userIds": sorted(set(user_ids) - users)})
+    before = ExamParticipant.objects.filter(exam_id=exam_id).count()
+    ExamParticipant.objects.bulk_create([ExamParticipant(exam_id=exam_id, user_id=pk) for pk in sorted(users)],
+                                        ignore_conflicts=True)
+    return ExamParticipant.objects.filter(exam_id=exam_id).count() - before
+
+
+def results_visible(exam) -> bool:
+    """ACM scores are live; OI ones are shown once an admin publishes them."""
+    return exam.judges_at_once or exam.published_at is not None
+
+
+def hidden_wait(submission, viewer) -> str | None:
+    """Why an exam submission's result is not shown to `viewer` yet (its `waitReason`), or
+    None: an OI submission waits for the hand-in, then (except for admins) for publishing."""
+    from kece.permissions import can_manage_judgers
+
+    if not submission.exam_id:
+        return None
+    if submission.current_judge_job_id is None:
+        return "hand_in"
+    if can_manage_judgers(viewer) or results_visible(submission.exam):
+        return None
+    return "unpublished"
+
+
+def delete_submissions(*, now, **link) -> None:
+    """Delete every live submission linked as `link` says (an exam, a practice, a problem),
+    one at a time as an admin would: open jobs CANCELLED, late results `superseded`."""
+    for submission_type, model in SUBMISSION_MODELS.items():
+        for submission_id in model.objects.filter(deleted_at__isnull=True, **link).values_list("id", flat=True):
+            try:
+                submission_delete(submission_type=submission_type, submission_id=submission_id, now=now)
+            except NotFound:
+                continue  # deleted meanwhile
+
+
+def delete_with_submissions(model, pk: int, *, now, link: str, lock=None, **lookup) -> None:
+    """Mark an exam, practice or problem deleted, then delete each submission that names it
+    (`link`) as one is deleted today: open jobs CANCELLED, late results `superseded`,
+    statistics recomputed without them. Repeating it finishes an interrupted sweep."""
+    row = model.objects.filter(pk=pk, **lookup).first()
+    if row is None:
+        raise NotFound()
+    if row.deleted_at is None:
+        with transaction.atomic(durable=True):
+            if lock is not None:
+                lock(row)
+            model.objects.filter(pk=pk).update(deleted_at=now)
+        logger.info("deleted with its submissions", extra={"model": model._meta.model_name, "id": pk})
+    delete_submissions(now=now, **{link: row})

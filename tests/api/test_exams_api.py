@@ -1,0 +1,174 @@
+"""The exam, lesson-practice and idempotent-submit additions to the HTTP API."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from judging.models import ExamParticipant, IdempotencyKey, JudgeJob, Submission
+from judging.services.events import events_dispatch
+from tests.api.helpers import ADMIN, error_of, make_admin, person, send, token_client
+from tests.concurrency import raise_first_error, run_concurrently
+from tests.factories import make_exam, make_node, make_problem
+from tests.judging.helpers import claim, judged, settle
+
+SUBMIT = "/api/v1/submissions"
+
+
+def _submit(client, body, key=None):
+    extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    return send(client, "POST", SUBMIT, body, **extra)
+
+
+@pytest.fixture
+def api(student):
+    return token_client(student)
+
+
+@pytest.mark.django_db
+def test_a_retry_with_the_same_key_is_the_same_submission(api, problem, student):
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)"}
+    first = _submit(api, body, key="k-1")
+    assert first.status_code == 202
+    again = _submit(api, body, key="k-1")
+    assert again.status_code == 200 and again.json() == first.json()
+    assert Submission.objects.count() == 1 and JudgeJob.objects.count() == 1
+
+    assert _submit(api, body | {"examId": None}, key="k-1").json() == first.json(), "null is leaving it out"
+    assert _submit(api, body, key="k-2").json()["submissionId"] != first.json()["submissionId"]
+    assert _submit(api, body, key="K-1").status_code == 202, "keys are compared exactly"
+    assert error_of(_submit(api, body | {"code": "print(2)"}, key="k-1")) == (409, "idempotency_conflict")
+    other = token_client(person("other"))
+    assert _submit(other, body, key="k-1").status_code == 202, "keys are per user"
+    assert error_of(_submit(api, body, key="x" * 129))[0] == 400
+    assert Submission.objects.count() == 4
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_posts_with_one_key_make_one_submission(mariadb):
+    student = person("racer")
+    problem = make_problem(languages=("python",))
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)"}
+    clients = [token_client(student) for _ in range(4)]
+    responses = run_concurrently([lambda c=c: _submit(c, body, key="one-key") for c in clients])
+    raise_first_error(responses)
+    assert sorted(r.status_code for r in responses) == [200, 200, 200, 202]
+    assert len({r.json()["submissionId"] for r in responses}) == 1
+    assert Submission.objects.count() == 1 and JudgeJob.objects.count() == 1
+    assert IdempotencyKey.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_an_oi_exam_through_the_api(api, student, problem):
+    _, identity = make_node(pool="python")
+    admin = token_client(make_admin())
+    now = timezone.now()
+    created = send(admin, "POST", ADMIN + "exams", {
+        "title": "midterm", "mode": "OI", "startsAt": (now - timedelta(minutes=1)).isoformat(),
+        "endsAt": (now + timedelta(hours=1)).isoformat(), "problems": [{"problemId": problem.pk, "points": 60}],
+        "questions": [{"kind": "SINGLE", "prompt": "2+2?", "options": ["3", "4"], "correct": [1], "points": 40}]})
+    assert created.status_code == 201, created.json()
+    exam = created.json()
+    added = send(admin, "POST", ADMIN + f"exams/{exam['id']}/participants", {"userIds": [student.pk]})
+    assert added.json()["added"] == 1
+    base = f"/api/v1/exams/{exam['id']}"
+
+    view = api.get(base).json()
+    assert view["state"] == "OPEN" and [p["points"] for p in view["problems"]] == [60]
+    [question] = view["questions"]
+    assert send(api, "PUT", f"{base}/answers/{question['questionId']}", {"choices": [1]}).status_code == 200
+    submitted = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)", "examId": exam["id"]})
+    assert submitted.status_code == 202
+    status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
+    assert (status["status"], status["waitReason"]) == ("PENDING", "hand_in")
+
+    hand_ins = [send(api, "POST", f"{base}/hand-in").json() for _ in range(3)]
+    assert hand_ins[0]["jobs"] == 1 and hand_ins.count(hand_ins[0]) == 3
+    assert api.get(base).json()["state"] == "HANDED_IN"
+    refused = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(2)", "examId": exam["id"]})
+    assert error_of(refused) == (409, "exam_closed")
+
+    [job] = claim(identity)
+    settle(identity, judged(job))
+    events_dispatch(now=timezone.now())
+    assert error_of(api.get(f"{base}/result")) == (409, "not_published")
+    status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
+    assert (status["status"], status["waitReason"], status["verdict"]) == ("PENDING", "unpublished", None)
+    listed = api.get(base).json()["submissions"][0]
+    assert (listed["status"], listed["waitReason"], listed["score"]) == ("PENDING", "unpublished", None)
+    assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()["publishedAt"]
+    assert api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()["verdict"] == "AC"
+    result = api.get(f"{base}/result").json()
+    assert result["total"] == 100 and result["problems"][0]["points"] == 60
+    assert result["questions"] == [{"questionId": question["questionId"], "points": 40, "maxPoints": 40}]
+
+    stale = send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", {"revision": exam["revision"], "title": "x"})
+    assert error_of(stale) == (409, "revision_conflict")
+    current = send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()
+    later = (now + timedelta(hours=2)).isoformat()
+    changed = send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", {"revision": current["revision"], "endsAt": later})
+    assert changed.status_code == 200 and changed.json()["revision"] == current["revision"] + 1
+    backwards = {"revision": changed.json()["revision"], "endsAt": (now - timedelta(hours=1)).isoformat()}
+    assert error_of(send(admin, "PATCH", ADMIN + f"exams/{exam['id']}", backwards)) == (400, "invalid")
+    assert send(admin, "DELETE", ADMIN + f"exams/{exam['id']}").status_code == 204
+    assert api.get(base).status_code == 404
+
+
+@pytest.mark.django_db
+def test_exams_are_managed_with_judging_manage_exams_and_hidden_from_others(api, student, problem):
+    body = {"title": "t", "mode": "ACM", "startsAt": timezone.now().isoformat(),
+            "endsAt": (timezone.now() + timedelta(hours=1)).isoformat()}
+    assert error_of(send(api, "POST", ADMIN + "exams", body)) == (403, "forbidden")
+    student.user_permissions.add(Permission.objects.get(codename="manage_exams", content_type__app_label="judging"))
+    assert send(token_client(student), "POST", ADMIN + "exams", body).status_code == 201
+    exam = make_exam(problem, mode="ACM")
+    assert api.get(f"/api/v1/exams/{exam.pk}").status_code == 404, "not a participant: no such exam"
+    assert not ExamParticipant.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_lesson_practice_shows_its_problems_and_own_best_scores(api, student, problem):
+    _, identity = make_node(pool="python")
+    admin = token_client(make_admin())
+    lesson = send(admin, "POST", ADMIN + "lessons", {"title": "loops"}).json()
+    practice = send(admin, "POST", ADMIN + f"lessons/{lesson['id']}/practices",
+                    {"title": "p1", "problemIds": [problem.pk]}).json()
+    for _ in range(2):
+        _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)",
+                      "lessonPracticeId": practice["id"]})
+    first, second = claim(identity, free_slots=2)
+    settle(identity, judged(first, verdict="WA", passing=[1]))
+    settle(identity, judged(second, verdict="WA"))
+    events_dispatch(now=timezone.now())
+    view = api.get(f"/api/v1/lessons/practices/{practice['id']}").json()
+    assert [p["bestScore"] for p in view["problems"]] == [50]
+    assert sorted(a["score"] for a in view["answers"]) == [0, 50]
+
+    renamed = send(admin, "PATCH", ADMIN + f"lessons/practices/{practice['id']}",
+                   {"revision": practice["revision"], "title": "p2", "problemIds": [problem.pk]})
+    assert (renamed.json()["title"], renamed.json()["revision"]) == ("p2", practice["revision"] + 1)
+    lesson_patch = send(admin, "PATCH", ADMIN + f"lessons/{lesson['id']}", {"revision": 7, "title": "x"})
+    assert error_of(lesson_patch) == (409, "revision_conflict")
+    assert send(admin, "DELETE", ADMIN + f"lessons/practices/{practice['id']}").status_code == 204
+    assert api.get(f"/api/v1/lessons/practices/{practice['id']}").status_code == 404
+    late = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)",
+                         "lessonPracticeId": practice["id"]})
+    assert error_of(late) == (400, "invalid")
+
+
+@pytest.mark.django_db
+def test_django_admin_lists_and_edits_exams_and_lessons(problem):
+    from django.test import Client
+
+    from judging.models import Lesson
+
+    superuser = person("root", is_staff=True, is_superuser=True)
+    exam = make_exam(problem)
+    lesson = Lesson.objects.create(title="loops")
+    client = Client()
+    client.force_login(superuser)
+    for path in ("/django-admin/judging/exam/", f"/django-admin/judging/exam/{exam.pk}/change/",
+                 f"/django-admin/judging/lesson/{lesson.pk}/change/"):
+        assert client.get(path).status_code == 200, path

@@ -1,0 +1,67 @@
+"""The participant's exam pages go through the exam services: answer, submit into the
+exam from its problem page, hand in, and see results only when they are visible."""
+
+import pytest
+from django.utils import timezone
+
+from judging.models import ExamAnswer, ExamParticipant, Submission
+from judging.services.events import events_dispatch
+from tests.factories import UserFactory, make_exam, make_node
+from tests.judging.helpers import claim, judged, settle
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def signed_in(client, student):
+    client.force_login(student)
+    return client
+
+
+def test_an_oi_exam_from_the_pages(signed_in, student, problem):
+    _, identity = make_node(pool="python")
+    exam = make_exam(problem, mode="OI", participants=[student], questions=[
+        {"kind": "MULTIPLE", "options": ["red", "green", "blue"], "correct": [0, 2], "points": 10}])
+    question = exam.questions.get()
+    assert exam.title in signed_in.get("/exams").content.decode()
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?exam={exam.pk}"' in page and "Hand in" in page
+
+    assert signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0", "2"]}).status_code == 302
+    assert ExamAnswer.objects.get().choices == [0, 2]
+    form = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
+    assert f'name="exam" value="{exam.pk}"' in form
+    response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
+    assert response.status_code == 302
+    submission = Submission.objects.get()
+    assert submission.exam_id == exam.pk and submission.current_judge_job_id is None
+    assert "judged when the exam is handed in" in signed_in.get("/submissions").content.decode()
+
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 302
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 302, "the same again"
+    assert ExamParticipant.objects.get().objective_score == 10
+    [job] = claim(identity)
+    settle(identity, judged(job))
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "Handed in" in page and "Result" not in page and "results are published" in page
+    assert "Accepted" not in signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
+
+    refused = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(2)", "exam": exam.pk})
+    assert refused.status_code == 400 and "handed in" in refused.content.decode()
+
+
+def test_an_exam_you_are_not_in_does_not_exist_for_you(signed_in, problem):
+    exam = make_exam(problem, participants=[UserFactory()])
+    assert signed_in.get(f"/exams/{exam.pk}").status_code == 404
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 404
+
+
+def test_an_acm_exam_shows_results_live(signed_in, student, problem):
+    _, identity = make_node(pool="python")
+    exam = make_exam(problem, mode="ACM", participants=[student], points={0: 30})
+    signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
+    [job] = claim(identity)
+    settle(identity, judged(job))
+    events_dispatch(now=timezone.now())
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "Result" in page and "30 / 30" in page
