@@ -168,6 +168,14 @@ JobState.ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 JobState.TERMINAL = JobState.terminal()
 
 
+class PriorityClass(models.TextChoices):
+    """Which work a claim takes first (`judging.priority`): exam answers, then practice,
+    then bulk rejudges."""
+    EXAM = "EXAM"
+    PRACTICE = "PRACTICE"
+    REJUDGE = "REJUDGE"
+
+
 class JobPhase(models.TextChoices):
     COMPILING = "COMPILING"
     JUDGING = "JUDGING"
@@ -198,6 +206,13 @@ class JudgeJob(models.Model):
                                    db_constraint=False, db_index=False, related_name="+")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
     available_at = models.DateTimeField()
+    priority_class = models.CharField(max_length=16, choices=PriorityClass.choices, default=PriorityClass.PRACTICE)
+    # The claim order: available_at moved earlier by the class's lead (`judging.priority`),
+    # written with available_at. Never later than available_at, so the claim's range on it
+    # is implied by "due" and the index serves both the range and the order.
+    claim_key = models.DateTimeField()
+    # The submitter, for the per-user share of the practice queue (null for diagnostics).
+    user_id = models.BigIntegerField(null=True, blank=True)
     node = models.ForeignKey("nodes.JudgeNode", null=True, blank=True, on_delete=models.PROTECT,
                              db_constraint=False, db_index=False, related_name="+")
     host_group = models.ForeignKey("nodes.JudgeHostGroup", null=True, blank=True, on_delete=models.PROTECT,
@@ -240,8 +255,10 @@ class JudgeJob(models.Model):
             )
         ]
         indexes = [
-            # Claims: the pool's queued jobs in availability order (SKIP LOCKED walks this).
-            models.Index(fields=["pool", "state", "available_at", "id"], name="judge_job_claim"),
+            # Claims: the pool's queued jobs in claim order (SKIP LOCKED walks this).
+            models.Index(fields=["pool", "state", "claim_key", "id"], name="judge_job_claim"),
+            # A user's active practice jobs in a pool (the fair share at submit).
+            models.Index(fields=["user_id", "pool", "state"], name="judge_job_user_active"),
             # Reaper: running jobs by lease deadline.
             models.Index(fields=["state", "lease_until", "id"], name="judge_job_reap"),
             # Slot counts under the node and host-group locks.

@@ -109,7 +109,8 @@ def _live(submission, *, now) -> dict:
     return {
         "status": status, "final": final, "icon": display.status_icon(status),
         "verdict_class": display.verdict_class(status),
-        "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label,
+        "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
+                                      runtime=POOLS[submission.language].label,
                                       testcase=job.progress_testcase if job else None, cases_total=cases_total),
         "cases": submission.cases if final else [],
         "score": submission.score if final and submission.verdict else None,
@@ -170,5 +171,6 @@ def my_submissions(request):
         status, wait_reason = submission_status(
             submission, job, now=now, pool_has_ready_node=lambda job=job: (job.pool, job.runtime_spec) in ready)
         rows.append({"submission": submission, "status": status, "icon": display.status_icon(status),
-                     "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label)})
+                     "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
+                                                   runtime=POOLS[submission.language].label)})
     return render(request, "judging/my_submissions.html", {"page": page, "rows": rows})

@@ -210,6 +210,13 @@ KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=8)
 KECE_JOIN_THROTTLE = env.str("KECE_JOIN_THROTTLE", default="20/min")
 KECE_RETRY_BACKOFF_MS = _positive_ms("KECE_RETRY_BACKOFF_MS", 2000)
 KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
+# Dispatch under pressure (`judging.priority`, `judging.pressure`): no job waits longer than
+# this behind newer work of a higher class; a user's practice jobs beyond this many active
+# ones in a pool queue behind everyone else's (0: no limit).
+KECE_MAX_CLASS_WAIT_S = env.int("KECE_MAX_CLASS_WAIT_S", default=600)
+KECE_USER_INFLIGHT = env.int("KECE_USER_INFLIGHT", default=4)
+if KECE_MAX_CLASS_WAIT_S < 1 or KECE_USER_INFLIGHT < 0:
+    raise ImproperlyConfigured("KECE_MAX_CLASS_WAIT_S must be at least 1 and KECE_USER_INFLIGHT not negative")
 if KECE_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:

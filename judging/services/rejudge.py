@@ -4,8 +4,9 @@ import logging
 
 from django.db import transaction
 
+from judging import priority
 from judging.locking import lock_job, lock_submission
-from judging.models import SUBMISSION_MODELS, JobState, JudgeJob
+from judging.models import SUBMISSION_MODELS, JobState, JudgeJob, PriorityClass
 from judging.services import outcomes
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
@@ -24,8 +25,9 @@ def _locked_live_submission(submission_type: str, submission_id: int):
     return submission
 
 
-def submission_rejudge(*, submission_type: str, submission_id: int, now) -> JudgeJob:
-    """Judge again as a new generation against the problem's current test data.
+def submission_rejudge(*, submission_type: str, submission_id: int, now, priority_class: str | None = None) -> JudgeJob:
+    """Judge again as a new generation against the problem's current test data, at
+    `priority_class` (a bulk rejudge's REJUDGE) or else the class of the job it replaces.
 
     The old job, if still active, is cancelled: its renewals answer `cancelled` and its
     late result is refused as `superseded` because the pointer has moved on. The current
@@ -40,6 +42,7 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now) -> Judg
         manifest = problem.current_manifest
         pool = submission.language
         source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
+        priority_class = priority_class or (old.priority_class if old else PriorityClass.PRACTICE)
         job = JudgeJob.objects.create(
             submission_type=submission_type, submission_id=submission_id,
             generation=(old.generation if old else 0) + 1,
@@ -47,6 +50,8 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now) -> Judg
             snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
                                   source=source),
             lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
+            user_id=submission.user_id, priority_class=priority_class,
+            claim_key=priority.claim_key(priority_class, now),
         )
         type(submission).objects.filter(pk=submission_id).update(current_judge_job=job)
         publish_after_commit(pool)

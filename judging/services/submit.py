@@ -5,8 +5,8 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from judging import artifacts
-from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Problem, ProblemKind
+from judging import artifacts, priority
+from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, PriorityClass, Problem, ProblemKind
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid
@@ -27,7 +27,8 @@ def _validated_practice(lesson_practice_id, problem):
     return practice
 
 
-def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, now=None):
+def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, now=None,
+                      priority_class: str = PriorityClass.PRACTICE):
     """Accept a submission and queue its judging.
 
     1. Validate problem, language (→ pool), code size and practice link.
@@ -52,6 +53,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
     practice = _validated_practice(lesson_practice_id, problem)
     source = artifacts.store_bytes(source_bytes)
+    # Read outside the transaction: a share decided on a count a concurrent submit of the
+    # same user is about to change only moves one job a place in the queue.
+    beyond_share = priority_class == PriorityClass.PRACTICE and priority.beyond_share(user_id=user.pk, pool=pool.name)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]
@@ -64,7 +68,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
             submission_type=submission_type, submission_id=submission.pk, generation=1,
             pool=pool.name, runtime_spec=pool.spec.id, manifest=manifest,
             snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool.name, language=language, source=source),
-            lesson_practice=practice, available_at=now, created_at=now,
+            lesson_practice=practice, available_at=now, created_at=now, user_id=user.pk,
+            priority_class=priority_class, claim_key=priority.claim_key(priority_class, now, beyond_share=beyond_share),
+            wait_reason=priority.FAIR_SHARE if beyond_share else "",
         )
         model.objects.filter(pk=submission.pk).update(current_judge_job=job)
         submission.current_judge_job = job

@@ -514,7 +514,7 @@ def test_pool_figures_count_what_waits_what_runs_and_who_is_ready(api, python_pr
     JudgeJob.objects.filter(pk=in_backoff.current_judge_job_id).update(available_at=now + timedelta(seconds=60))
     # A self-check waiting for its node is not user work.
     JudgeJob.objects.create(kind=JobKind.DIAGNOSTIC, submission_type="CHECK", submission_id=1, pool="python",
-                            runtime_spec="python-r1", bound_node=ready, available_at=now,
+                            runtime_spec="python-r1", bound_node=ready, available_at=now, claim_key=now,
                             created_at=now - timedelta(hours=1))
 
     response = api.get(ADMIN + "pools")
