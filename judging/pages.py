@@ -18,7 +18,7 @@ from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
 from judging.selectors import ready_nodes, submission_state, submission_status
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
-from kece.errors import Invalid
+from kece.errors import Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -91,6 +91,10 @@ def problem_detail(request, problem_id: int):
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
                              status=400)
+    except Throttled as exc:
+        response = _problem_page(request, problem, language=language, code=code, errors=[exc.detail], status=429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
     return redirect("submission", submission_type=submission.TYPE, submission_id=submission.pk)
 
 

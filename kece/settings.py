@@ -217,6 +217,28 @@ KECE_MAX_CLASS_WAIT_S = env.int("KECE_MAX_CLASS_WAIT_S", default=600)
 KECE_USER_INFLIGHT = env.int("KECE_USER_INFLIGHT", default=4)
 if KECE_MAX_CLASS_WAIT_S < 1 or KECE_USER_INFLIGHT < 0:
     raise ImproperlyConfigured("KECE_MAX_CLASS_WAIT_S must be at least 1 and KECE_USER_INFLIGHT not negative")
+
+
+def _per_pool(name: str, default: str) -> dict[str, int]:
+    """"2000" (every pool) or "2000,java=500" (with exceptions) → {"*": 2000, "java": 500}; 0 is no limit."""
+    limits = {}
+    for item in env.list(name, default=[default]):
+        pool, _, value = item.strip().rpartition("=")
+        try:
+            limits[pool.strip() or "*"] = int(value)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a number or pool=number") from exc
+        if limits[pool.strip() or "*"] < 0:
+            raise ImproperlyConfigured(f"{name}: {item!r} is negative")
+    return limits
+
+
+# Backpressure (`judging.pressure`): per pool, the queued exam and practice jobs and the wait
+# of the next job to be claimed beyond which practice submits are refused (429) and bulk
+# rejudges pause; the Retry-After they are told.
+KECE_THROTTLE_BACKLOG = _per_pool("KECE_THROTTLE_BACKLOG", "2000")
+KECE_THROTTLE_WAIT_S = _per_pool("KECE_THROTTLE_WAIT_S", "600")
+KECE_THROTTLE_RETRY_S = env.int("KECE_THROTTLE_RETRY_S", default=20)
 if KECE_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:

@@ -11,6 +11,7 @@ from judging.selectors import submission_state
 from judging.services.submit import submission_submit
 from kece.api import ContractView, validated
 from kece.errors import NotFound
+from kece.schema import errors
 from kece.permissions import USER_AUTHENTICATION, can_manage_judgers
 
 TAGS = ["submissions"]
@@ -56,7 +57,10 @@ class UserView(ContractView):
 
 
 class SubmitView(UserView):
-    @extend_schema(tags=TAGS, request=SubmitIn, responses={202: SubmitOut}, summary="Submit code for judging")
+    @extend_schema(tags=TAGS, request=SubmitIn, responses={202: SubmitOut, **errors(429)},
+                   summary="Submit code for judging",
+                   description="A practice submit into a pool beyond its backpressure thresholds is refused with "
+                               "429 `throttled` and Retry-After; nothing is written.")
     def post(self, request):
         data = validated(SubmitIn, request.data)
         submission = submission_submit(user=request.user, problem_id=data["problemId"], language=data["language"],

@@ -2,14 +2,15 @@
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from judging import artifacts, priority
+from judging import artifacts, pressure, priority
 from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, PriorityClass, Problem, ProblemKind
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
-from kece.errors import Invalid
+from kece.errors import Invalid, Throttled
 from pools.registry import UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -52,10 +53,15 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if len(source_bytes) > MAX_SOURCE_BYTES:
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
     practice = _validated_practice(lesson_practice_id, problem)
+    beyond_share = False
+    if priority_class == PriorityClass.PRACTICE:
+        # Read outside the transaction: a share decided on a count a concurrent submit of
+        # the same user is about to change only moves one job a place in the queue.
+        admission = pressure.admission(pool=pool.name, now=now, user_id=user.pk)
+        if admission.throttled:
+            raise Throttled(pressure.busy_sentence(pool.label), retry_after=settings.KECE_THROTTLE_RETRY_S)
+        beyond_share = admission.beyond_share
     source = artifacts.store_bytes(source_bytes)
-    # Read outside the transaction: a share decided on a count a concurrent submit of the
-    # same user is about to change only moves one job a place in the queue.
-    beyond_share = priority_class == PriorityClass.PRACTICE and priority.beyond_share(user_id=user.pk, pool=pool.name)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]

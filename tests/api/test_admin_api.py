@@ -523,11 +523,35 @@ def test_pool_figures_count_what_waits_what_runs_and_who_is_ready(api, python_pr
     assert set(figures) == {"cpp", "java", "python", "mysql", "arkts"}
     python = figures.pop("python")
     assert 120 <= python.pop("oldestWaitSeconds") <= 125
-    assert python == {"pool": "python", "pending": 2, "claimable": 1, "backoff": 1, "readyNodes": 1, "running": 1}
+    assert 120 <= python.pop("oldestWaitByClass").pop("PRACTICE") <= 125
+    assert python == {"pool": "python", "pending": 2, "claimable": 1, "backoff": 1, "readyNodes": 1, "running": 1,
+                      "pendingByClass": {"EXAM": 0, "PRACTICE": 2, "REJUDGE": 0}, "throttling": False}
+    none = {"EXAM": 0, "PRACTICE": 0, "REJUDGE": 0}
     assert figures["cpp"] == {"pool": "cpp", "pending": 0, "claimable": 0, "backoff": 0, "oldestWaitSeconds": 0,
-                              "readyNodes": 1, "running": 0}
+                              "readyNodes": 1, "running": 0, "pendingByClass": none, "oldestWaitByClass": none,
+                              "throttling": False}
     assert all(row["readyNodes"] == row["pending"] == row["running"] == 0 for p, row in figures.items() if p != "cpp")
     assert JudgeJob.objects.get(pk=running.pk).state == JobState.RUNNING
+
+
+def test_pool_figures_split_the_queue_by_class_and_say_when_a_pool_throttles(api, python_problem, settings):
+    from judging.models import PriorityClass
+    from judging.services.rejudge import submission_rejudge
+
+    now = timezone.now()
+    old = submit(UserFactory(), python_problem, now=now - timedelta(minutes=30))
+    JudgeJob.objects.filter(pk=old.current_judge_job_id).update(state=JobState.COMPLETED)
+    submission_rejudge(submission_type="ALGO", submission_id=old.pk, now=now - timedelta(minutes=5),
+                       priority_class=PriorityClass.REJUDGE)
+    submit(UserFactory(), python_problem, now=now - timedelta(seconds=60), priority_class=PriorityClass.EXAM)
+    submit(UserFactory(), python_problem, now=now - timedelta(seconds=30))
+    python = {row["pool"]: row for row in api.get(ADMIN + "pools").json()}["python"]
+    assert python["pendingByClass"] == {"EXAM": 1, "PRACTICE": 1, "REJUDGE": 1}
+    assert [55 <= python["oldestWaitByClass"]["EXAM"] <= 65, 25 <= python["oldestWaitByClass"]["PRACTICE"] <= 35,
+            295 <= python["oldestWaitByClass"]["REJUDGE"] <= 305] == [True] * 3
+    assert python["throttling"] is False
+    settings.KECE_THROTTLE_BACKLOG = {"*": 0, "python": 2}
+    assert {row["pool"]: row for row in api.get(ADMIN + "pools").json()}["python"]["throttling"] is True
 
 
 # --- rejudge and delete --------------------------------------------------------------------------
