@@ -346,3 +346,48 @@ class PracticeBest(models.Model):
     class Meta:
         db_table = "lesson_practice_best"
         constraints = [models.UniqueConstraint(fields=["practice", "user", "problem"], name="uniq_practice_best")]
+
+
+class RejudgeState(models.TextChoices):
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    CANCELLED = "CANCELLED"
+
+
+class RejudgeOperation(models.Model):
+    """A bulk rejudge: the submissions chosen when it was asked for, enqueued a batch at a
+    time at REJUDGE class by the periodic step (`judging.services.bulk_rejudge`)."""
+
+    state = models.CharField(max_length=16, choices=RejudgeState.choices, default=RejudgeState.RUNNING)
+    # What was asked for, as the API's body: {problemId} | {nodeId, since, until} | {submissions}.
+    selector = models.JSONField(default=dict)
+    total = models.PositiveIntegerField(default=0)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     db_constraint=False, related_name="+")
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "judge_rejudge"
+        indexes = [models.Index(fields=["state", "id"], name="judge_rejudge_state")]
+
+
+class RejudgeItem(models.Model):
+    """One submission of a bulk rejudge: `job` is the generation it queued (null until then),
+    `verdict_before` the verdict it had, so the operation can count the verdicts that moved."""
+
+    operation = models.ForeignKey(RejudgeOperation, on_delete=models.CASCADE, db_constraint=False,
+                                  related_name="items")
+    submission_type = models.CharField(max_length=16)
+    submission_id = models.BigIntegerField()
+    pool = models.CharField(max_length=16)
+    job_id = models.BigIntegerField(null=True, blank=True)
+    verdict_before = models.CharField(max_length=16, blank=True, default="")
+    # Gone (deleted) by the time its turn came: nothing to judge, counted as done.
+    skipped = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "judge_rejudge_item"
+        constraints = [models.UniqueConstraint(fields=["operation", "submission_type", "submission_id"],
+                                               name="uniq_rejudge_item")]
+        indexes = [models.Index(fields=["operation", "job_id", "id"], name="judge_rejudge_item_next")]

@@ -15,8 +15,8 @@ higher class. The key is a plain indexed column, so the claim stays one index ra
 key order (no filesort, no expression in ORDER BY).
 
 Fair share: a practice job submitted while its user already has KECE_USER_INFLIGHT active
-practice jobs in the pool gets the REJUDGE lead, behind every other user's practice work of
-the next W / 2, and its wait reason says so. The pool stays work-conserving: with nothing
+practice jobs in the pool (`judging.pressure.admission` counts them) gets the REJUDGE lead,
+behind every other user's practice work of the next W / 2, and its wait reason says so. The pool stays work-conserving: with nothing
 else queued, the burst still runs on every free slot.
 """
 
@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from judging.models import JobState, PriorityClass
+from judging.models import PriorityClass
 
 FAIR_SHARE = "fair_share"  # JudgeJob.wait_reason of a practice job beyond its user's share
 
@@ -41,16 +41,3 @@ def class_lead(priority_class: str, *, beyond_share: bool = False) -> timedelta:
 def claim_key(priority_class: str, available_at, *, beyond_share: bool = False):
     return available_at - class_lead(priority_class, beyond_share=beyond_share)
 
-
-def beyond_share(*, user_id: int, pool: str) -> bool:
-    """Whether the user's next practice job in `pool` is beyond their share (one count on
-    the `judge_job_user_active` index)."""
-    from judging.models import JudgeJob
-
-    limit = settings.KECE_USER_INFLIGHT
-    if limit <= 0:
-        return False
-    active = JudgeJob.objects.filter(user_id=user_id, pool=pool, state__in=JobState.ACTIVE,
-                                     priority_class=PriorityClass.PRACTICE)
-    # Reads at most `limit` keys, however large the burst already is.
-    return len(active.values_list("id", flat=True)[:limit]) >= limit

@@ -239,6 +239,12 @@ def _per_pool(name: str, default: str) -> dict[str, int]:
 KECE_THROTTLE_BACKLOG = _per_pool("KECE_THROTTLE_BACKLOG", "2000")
 KECE_THROTTLE_WAIT_S = _per_pool("KECE_THROTTLE_WAIT_S", "600")
 KECE_THROTTLE_RETRY_S = env.int("KECE_THROTTLE_RETRY_S", default=20)
+# Bulk rejudges (`judging.services.bulk_rejudge`): how often the step runs, and how many of
+# one operation's jobs it keeps queued at a time.
+KECE_REJUDGE_INTERVAL_MS = _positive_ms("KECE_REJUDGE_INTERVAL_MS", 2000)
+KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
+if KECE_REJUDGE_BATCH < 1:
+    raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")
 if KECE_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:

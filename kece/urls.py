@@ -39,6 +39,9 @@ admin_api = [
     path("host-groups/<id:group_id>", node_admin.HostGroupDetailView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>/rejudge", submission_admin.RejudgeView.as_view()),
     path("submissions/<subtype:submission_type>/<id:submission_id>", submission_admin.SubmissionAdminView.as_view()),
+    path("rejudges", submission_admin.BulkRejudgeListView.as_view()),
+    path("rejudges/<id:rejudge_id>", submission_admin.BulkRejudgeDetailView.as_view()),
+    path("rejudges/<id:rejudge_id>/cancel", submission_admin.BulkRejudgeCancelView.as_view()),
 ]
 
 urlpatterns = [

@@ -16,7 +16,7 @@ from pools.registry import runtime_spec
 logger = logging.getLogger("kece.rejudge")
 
 
-def _locked_live_submission(submission_type: str, submission_id: int):
+def locked_live_submission(submission_type: str, submission_id: int):
     if submission_type not in SUBMISSION_MODELS:
         raise NotFound()
     submission = lock_submission(submission_type, submission_id)
@@ -34,29 +34,36 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now, priorit
     effective result stays until the new generation settles.
     """
     with transaction.atomic(durable=True):
-        submission = _locked_live_submission(submission_type, submission_id)
-        old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
-        if old is not None and old.state in JobState.ACTIVE:
-            outcomes.cancel(old, now=now, reason="superseded")
-        problem = submission.problem
-        manifest = problem.current_manifest
-        pool = submission.language
-        source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
-        priority_class = priority_class or (old.priority_class if old else PriorityClass.PRACTICE)
-        job = JudgeJob.objects.create(
-            submission_type=submission_type, submission_id=submission_id,
-            generation=(old.generation if old else 0) + 1,
-            pool=pool, runtime_spec=runtime_spec(pool).id, manifest=manifest,
-            snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
-                                  source=source),
-            lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
-            user_id=submission.user_id, priority_class=priority_class,
-            claim_key=priority.claim_key(priority_class, now),
-        )
-        type(submission).objects.filter(pk=submission_id).update(current_judge_job=job)
-        publish_after_commit(pool)
+        submission = locked_live_submission(submission_type, submission_id)
+        job = rejudge_locked(submission, now=now, priority_class=priority_class)
     logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
-                                         "generation": job.generation})
+                                         "generation": job.generation, "class": job.priority_class})
+    return job
+
+
+def rejudge_locked(submission, *, now, priority_class: str | None = None) -> JudgeJob:
+    """`submission_rejudge` on a submission the caller has locked (and found live)."""
+    submission_type, submission_id = submission.TYPE, submission.pk
+    old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
+    if old is not None and old.state in JobState.ACTIVE:
+        outcomes.cancel(old, now=now, reason="superseded")
+    problem = submission.problem
+    manifest = problem.current_manifest
+    pool = submission.language
+    source = {"digest": submission.source_digest, "bytes": submission.source_bytes}
+    priority_class = priority_class or (old.priority_class if old else PriorityClass.PRACTICE)
+    job = JudgeJob.objects.create(
+        submission_type=submission_type, submission_id=submission_id,
+        generation=(old.generation if old else 0) + 1,
+        pool=pool, runtime_spec=runtime_spec(pool).id, manifest=manifest,
+        snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
+                              source=source),
+        lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
+        user_id=submission.user_id, priority_class=priority_class,
+        claim_key=priority.claim_key(priority_class, now),
+    )
+    type(submission).objects.filter(pk=submission_id).update(current_judge_job=job)
+    publish_after_commit(pool)
     return job
 
 
@@ -64,7 +71,7 @@ def submission_delete(*, submission_type: str, submission_id: int, now) -> None:
     """Delete (hide) a submission: its active job is cancelled and late results refused;
     statistics are recomputed without it through the outbox."""
     with transaction.atomic(durable=True):
-        submission = _locked_live_submission(submission_type, submission_id)
+        submission = locked_live_submission(submission_type, submission_id)
         job = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
         if job is not None and job.state in JobState.ACTIVE:
             outcomes.cancel(job, now=now, reason="deleted")

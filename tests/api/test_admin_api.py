@@ -18,7 +18,7 @@ from tests.api.helpers import (
 )
 from tests.concurrency import run_concurrently
 from tests.factories import HostGroupFactory, UserFactory, identity_of, make_node, make_problem
-from tests.judging.helpers import claim, infra_error, submit
+from tests.judging.helpers import claim, infra_error, judged, settle, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -617,3 +617,53 @@ def test_racing_registrations_of_one_name_make_one_node_and_refuse_the_rest(sett
         answers = run_concurrently([post(ADMIN + "host-groups", rack) for _ in range(3)])
         assert sorted(answers) == [201, 400, 400], answers
     assert JudgeNode.objects.count() == 6 and JudgeHostGroup.objects.count() == 7
+
+
+# --- bulk rejudge ---------------------------------------------------------------------------------
+
+def test_a_bulk_rejudge_is_accepted_tracked_and_cancelled_through_the_api(api, python_problem, settings):
+    from kece.periodic import rejudges_step
+
+    settings.KECE_REJUDGE_BATCH = 2
+    node, identity = ready_node(pool="python")
+    for _ in range(3):
+        submit(UserFactory(), python_problem)
+    for job in claim(identity, free_slots=3):
+        assert settle(identity, judged(job)) == "settled"
+
+    response = send(api, "POST", ADMIN + "rejudges", {"problemId": python_problem.pk})
+    assert response.status_code == 202
+    created = response.json()
+    assert set(created) == {"rejudgeId", "total"} and created["total"] == 3
+    path = ADMIN + f"rejudges/{created['rejudgeId']}"
+    assert api.get(path).json() == {"id": created["rejudgeId"], "state": "RUNNING", "total": 3, "enqueued": 0,
+                                    "judged": 0, "changed": 0, "skipped": 0}
+    assert rejudges_step() == 2
+    assert JudgeJob.objects.filter(state=JobState.QUEUED, priority_class="REJUDGE").count() == 2
+    cancelled = send(api, "POST", path + "/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    assert rejudges_step() == 0
+    assert api.get(path).json()["enqueued"] == 2
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"problemId": 1, "submissions": [{"type": "ALGO", "id": 1}]}, {"nodeId": 1},
+    {"problemId": 1, "since": "2026-01-01T00:00:00Z"}, {"submissions": []},
+    {"submissions": [{"type": "CODE", "id": 1}]},
+    {"nodeId": 1, "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
+])
+def test_a_bulk_rejudge_names_exactly_one_way_of_choosing(api, body):
+    assert error_of(send(api, "POST", ADMIN + "rejudges", body)) == (400, "invalid")
+
+
+def test_a_bulk_rejudge_of_what_does_not_exist_is_refused_and_an_unknown_operation_is_not_found(api):
+    assert error_of(send(api, "POST", ADMIN + "rejudges", {"problemId": 10**9})) == (400, "invalid")
+    assert error_of(send(api, "POST", ADMIN + "rejudges", {"submissions": [{"type": "SQL", "id": 10**9}]})) == (
+        400, "invalid")
+    assert error_of(api.get(ADMIN + "rejudges/999999")) == (404, "not_found")
+    assert error_of(send(api, "POST", ADMIN + "rejudges/999999/cancel")) == (404, "not_found")
+
+
+def test_bulk_rejudges_are_for_admins_only(python_problem):
+    student = token_client(UserFactory())
+    assert error_of(send(student, "POST", ADMIN + "rejudges", {"problemId": python_problem.pk}))[0] == 403
