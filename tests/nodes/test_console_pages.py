@@ -248,3 +248,30 @@ def test_the_pages_of_a_filtered_list_keep_the_filters(admin):
     page = admin.get("/admin/judgers?pool=java").content.decode()
     assert 'href="?pool=java&amp;page=2"' in page and "many-049" in page and "many-050" not in page
     assert "many-059" in admin.get("/admin/judgers?pool=java&page=2").content.decode()
+
+
+def test_a_node_page_rejudges_what_the_node_judged_and_the_rejudges_page_shows_progress(admin, student, problem):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.models import RejudgeOperation
+    from tests.judging.helpers import claim, judged, settle
+
+    node, identity = make_node(pool="python", name="py-bad")
+    start = timezone.now()
+    for _ in range(2):
+        submit(student, problem, language="python")
+    for job in claim(identity, free_slots=2):
+        assert settle(identity, judged(job)) == "settled"
+    assert "Rejudge what py-bad judged" in admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    since = (start - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    response = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": since})
+    assert response.status_code == 302 and response["Location"] == "/admin/judgers/rejudges"
+    operation = RejudgeOperation.objects.get()
+    assert (operation.total, operation.selector["nodeId"]) == (2, node.pk)
+    page = admin.get("/admin/judgers/rejudges").content.decode()
+    assert f'data-rejudge="{operation.pk}"' in page and "0 / 0 / 2" in page and f"Cancel #{operation.pk}" in page
+    assert admin.post(f"/admin/judgers/rejudges/{operation.pk}/cancel").status_code == 302
+    page = admin.get("/admin/judgers/rejudges").content.decode()
+    assert "CANCELLED" in page and f"Cancel #{operation.pk}" not in page
