@@ -30,6 +30,14 @@ def _judge_all(identity, verdict_of, *, now) -> int:
     return count
 
 
+def _judged_then_rejudged(problem, identity, count, *, now):
+    """`count` submissions of as many students, judged AC, then a bulk rejudge of the problem."""
+    for _ in range(count):
+        submit(UserFactory(), problem, now=now)
+    _judge_all(identity, lambda job: "AC", now=now)
+    return rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+
+
 def _drain_events(now):
     while events_dispatch(now=now).applied:
         pass
@@ -72,10 +80,7 @@ def test_cancelling_mid_way_stops_enqueuing_and_leaves_what_ran(problem, wide, s
     settings.KECE_REJUDGE_BATCH = 20
     _node, identity = wide
     now = timezone.now()
-    for i in range(60):
-        submit(UserFactory(), problem, now=now)
-    _judge_all(identity, lambda job: "AC", now=now)
-    operation = rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+    operation = _judged_then_rejudged(problem, identity, 60, now=now)
     assert rejudges_advance(now=now) == 20
     _judge_all(identity, lambda job: "WA", now=now)
     assert rejudges_advance(now=now) == 20
@@ -91,10 +96,7 @@ def test_cancelling_mid_way_stops_enqueuing_and_leaves_what_ran(problem, wide, s
 def test_a_bulk_rejudge_pauses_while_its_pool_throttles_and_resumes_when_it_recovers(problem, wide, settings):
     _node, identity = wide
     now = timezone.now()
-    for i in range(5):
-        submit(UserFactory(), problem, now=now)
-    _judge_all(identity, lambda job: "AC", now=now)
-    operation = rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+    operation = _judged_then_rejudged(problem, identity, 5, now=now)
     settings.KECE_THROTTLE_BACKLOG = {"*": 2}
     for _ in range(2):
         submit(UserFactory(), problem, now=now)
