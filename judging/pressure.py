@@ -56,7 +56,9 @@ def _figures_sql(pool: str, *, now, user_id: int | None, share: int, backlog: in
     return _ADMISSION, params
 
 
-def _read(pool: str, *, now, user_id: int | None) -> tuple[int, int, object]:
+def _read(pool: str, *, now, user_id: int | None) -> tuple[int, int, float]:
+    """(the user's active practice jobs, the queued exam and practice jobs, the head of the
+    line's wait in seconds), each count bounded by what decides it."""
     share = settings.KECE_USER_INFLIGHT
     backlog = threshold(settings.KECE_THROTTLE_BACKLOG, pool)
     sql, params = _figures_sql(pool, now=now, user_id=user_id, share=share, backlog=backlog)
@@ -68,7 +70,7 @@ def _read(pool: str, *, now, user_id: int | None) -> tuple[int, int, object]:
         head = parse_datetime(head)
     if head is not None and head.tzinfo is None:
         head = head.replace(tzinfo=dt_timezone.utc)
-    return active, queued, head
+    return active, queued, (now - head).total_seconds() if head is not None else 0.0
 
 
 def throttling(*, backlog: int, head_wait_s: float, pool: str) -> bool:
@@ -80,17 +82,16 @@ def throttling(*, backlog: int, head_wait_s: float, pool: str) -> bool:
 def admission(*, pool: str, now, user_id: int | None) -> Admission:
     """Whether a practice job of `user_id` may enter `pool` now, and whether it is beyond
     its user's share (one statement)."""
-    active, queued, head = _read(pool, now=now, user_id=user_id)
-    head_wait = (now - head).total_seconds() if head is not None else 0.0
+    active, queued, head_wait = _read(pool, now=now, user_id=user_id)
     share = settings.KECE_USER_INFLIGHT
     return Admission(beyond_share=bool(share) and active >= share,
                      throttled=throttling(backlog=queued, head_wait_s=head_wait, pool=pool))
 
 
 def pool_throttling(pool: str, *, now) -> bool:
-    """Whether `pool` is beyond its thresholds now (for the bulk-rejudge step)."""
-    _active, queued, head = _read(pool, now=now, user_id=None)
-    return throttling(backlog=queued, head_wait_s=(now - head).total_seconds() if head else 0.0, pool=pool)
+    """Whether `pool` is beyond its thresholds now (the bulk-rejudge step, the pool figures)."""
+    _active, queued, head_wait = _read(pool, now=now, user_id=None)
+    return throttling(backlog=queued, head_wait_s=head_wait, pool=pool)
 
 
 def busy_sentence(runtime_label: str) -> str:
