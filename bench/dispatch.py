@@ -15,6 +15,11 @@ The simulated judge only sleeps. Prints:
      the burst could reach if each of its result posts cost no more than one alone does.
      Then the same 300 jobs already queued when the nodes start (a backlog, a rejudge),
      which takes the submissions out of the ratio: what is left is the dispatcher's;
+     and a mixed-class burst: the 16 slots busy on a 300-job REJUDGE backlog, 30 exam
+     answers submitted: their submit → claim p50/p95 against the idle pool's figure from (1)
+     (target: p95 no more than a running job's longest remaining time, the judge time, plus
+     50 ms), and the whole burst's makespan ratio against the single-class backlog's
+     (target: within 2 %);
   3. database statements per second while 50 and while 200 nodes wait on an empty queue
      (target: bounded by the pools, not the number of nodes), counted for the web process's
      and the worker's own MariaDB users, so that nothing else on the database is included.
@@ -350,6 +355,55 @@ async def queued_burst(base_url, users, problem, jobs, nodes_count, slots, judge
     return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
 
 
+def _queue_rejudges(users, problem, count) -> list[int]:
+    """`count` bulk-rejudge jobs of submissions judged before (their first jobs are marked
+    done here: only the REJUDGE generation is queued)."""
+    from django.db import connection
+    from django.utils import timezone
+    from judging.models import JobState, JudgeJob, PriorityClass
+    from judging.services.rejudge import submission_rejudge
+
+    try:
+        first = [submit_one(users[i % len(users)], problem) for i in range(count)]
+        JudgeJob.objects.filter(pk__in=first).update(state=JobState.COMPLETED)
+        jobs = JudgeJob.objects.filter(pk__in=first).values_list("submission_id", flat=True)
+        return [submission_rejudge(submission_type="ALGO", submission_id=pk, now=timezone.now(),
+                                   priority_class=PriorityClass.REJUDGE).pk for pk in jobs]
+    finally:
+        connection.close()
+
+
+def submit_exam(user, problem) -> int:
+    from judging.models import PriorityClass
+    from judging.services.submit import submission_submit
+
+    return submission_submit(user=user, problem_id=problem.pk, language="python", code="print(1)\n",
+                             priority_class=PriorityClass.EXAM).current_judge_job_id
+
+
+async def mixed_burst(base_url, users, problem, backlog, exams, nodes_count, slots, judge_seconds,
+                      server_pid) -> tuple[Burst, list]:
+    """A REJUDGE backlog queued before the nodes start; once every slot is busy on it, exam
+    answers arrive one by one. Returns the whole burst and each exam answer's submit → claim."""
+    nodes = await asyncio.to_thread(make_nodes, nodes_count, slots)
+    job_ids = await asyncio.to_thread(_queue_rejudges, users, problem, backlog)
+    cpu_before = cpu_seconds(server_pid)
+    sent = {}
+
+    async def scenario(timeline):
+        await asyncio.sleep(1.0)  # every slot is busy on the backlog
+        for i in range(exams):
+            start = time.perf_counter()
+            sent[await asyncio.to_thread(submit_exam, users[i % len(users)], problem)] = start
+            await asyncio.sleep(0.05)
+        burst = await _when_judged(timeline, job_ids + list(sent), start=timeline.nodes_started,
+                                   arrivals=[0.0] * (backlog + exams), slots=nodes_count * slots,
+                                   judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before)
+        return burst, [timeline.received[j] - at for j, at in sent.items()]
+
+    return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
+
+
 def all_statements() -> dict:
     return {user: statements(user) for user in (WEB_USER, WORKER_USER)}
 
@@ -432,6 +486,7 @@ def main():
         queued = [asyncio.run(queued_burst(base, students, problem, 300, 4, 4, 0.2, server.process.pid))
                   for _ in range(1 if args.quick else 3)]
         queued_median = sorted(queued, key=lambda b: b.ratio)[len(queued) // 2]
+        mixed, exam_waits = asyncio.run(mixed_burst(base, students, problem, 300, 30, 4, 4, 0.2, server.process.pid))
         # The same on one slot: nothing competes with its result posts, so its ratio is what
         # one request per job costs by itself on this machine.
         alone = asyncio.run(burst(base, students, problem, 40, 1, 1, 0.2, server.process.pid))
@@ -462,6 +517,13 @@ def main():
           f" mean {ms(sum(queued_posts) / len(queued_posts))};\n    its floor (no arrivals in the way, each post as"
           f" fast as one alone): {queued_median.bound(alone_post):.3f}; with posts that cost nothing:"
           f" {queued_median.bound():.3f}")
+    exam_p95, idle_p95 = percentile(exam_waits, 95), percentile(lat, 95)
+    print(f"  mixed classes, 16 slots busy on a 300-job REJUDGE backlog, 30 exam answers: submit -> claim"
+          f" p50 {ms(percentile(exam_waits, 50))} p95 {ms(exam_p95)} (idle pool: p50 {ms(percentile(lat, 50))}"
+          f" p95 {ms(idle_p95)}; target p95 <= 200 ms judge + 50 ms: {'met' if exam_p95 <= 0.25 else 'NOT met'})")
+    print(f"    the mixed burst's makespan {mixed.makespan:.2f} s, ratio {mixed.ratio:.3f} against the single-class"
+          f" backlog's {queued_median.ratio:.3f}: {100 * (mixed.ratio / queued_median.ratio - 1):+.1f} %"
+          f" (target within 2 %: {'met' if abs(mixed.ratio / queued_median.ratio - 1) <= 0.02 else 'NOT met'})")
     print(f"    server CPU per job (its claim share, result post, wake-ups): {ms(median.server_cpu_per_job)};"
           f" at 16 slots x 5 jobs/s that is {median.server_cpu_per_job * 80:.2f} of a core for the one web process"
           f" ({os.cpu_count()} cores here, shared with MariaDB, the worker and the simulated nodes)")

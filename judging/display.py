@@ -6,6 +6,7 @@ The status itself comes from `judging.selectors.submission_status`, as in the us
 from django.utils.translation import gettext, gettext_lazy as _
 
 from judging.models import Verdict
+from judging.priority import FAIR_SHARE
 
 VERDICT_WORDS = {
     "AC": _("Accepted"), "WA": _("Wrong answer"), "TLE": _("Time limit exceeded"),
@@ -31,6 +32,14 @@ def status_icon(status: str) -> str:
     return "down"
 
 
+def page_wait_reason(wait_reason: str | None, job) -> str | None:
+    """The pages say why a queued job waits more finely than the user API's frozen
+    `waitReason` (which stays `queued`): behind other users' work for its user's share."""
+    if wait_reason == "queued" and job is not None and job.wait_reason == FAIR_SHARE:
+        return FAIR_SHARE
+    return wait_reason
+
+
 def status_words(status: str, wait_reason: str | None = None, *, runtime: str = "", testcase: int | None = None,
                  cases_total: int = 0) -> str:
     if status == "PENDING":
@@ -40,6 +49,9 @@ def status_words(status: str, wait_reason: str | None = None, *, runtime: str = 
             return gettext("Saved: it is judged when the exam is handed in")
         if wait_reason == "unpublished":
             return gettext("Handed in: the result is shown once the exam's results are published")
+        if wait_reason == FAIR_SHARE:
+            return gettext("Waiting behind other students' work: you already have several submissions in the "
+                           "queue, and they are judged in turn")
         if wait_reason == "no_node":
             return gettext("Waiting: no %(runtime)s judge is available right now; it will be judged as soon as "
                            "one is") % {"runtime": runtime}

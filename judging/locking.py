@@ -235,7 +235,7 @@ def lock_job(pk):
 
 
 def claim_queued_jobs(where: str, params, limit: int) -> list:
-    """`SELECT … FROM judge_job WHERE <where> ORDER BY available_at, id LIMIT n FOR UPDATE
+    """`SELECT … FROM judge_job WHERE <where> ORDER BY claim_key, id LIMIT n FOR UPDATE
     SKIP LOCKED`: whole job rows, ready to lease.
 
     Rows another transaction holds are skipped, not waited for, so concurrent claimers
@@ -258,7 +258,7 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     lock = (" FOR UPDATE SKIP LOCKED" if features.has_select_for_update_skip_locked
             else " FOR UPDATE" if features.has_select_for_update else "")
     jobs = shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {where}"
-                      f" ORDER BY available_at, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
+                      f" ORDER BY claim_key, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
     # The database chose the rows; record them so a later lower-ranked lock in this
     # transaction is still caught.
     _acquire(Rank.JOB, [job.pk for job in jobs], waits=False)

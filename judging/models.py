@@ -177,6 +177,14 @@ JobState.ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 JobState.TERMINAL = JobState.terminal()
 
 
+class PriorityClass(models.TextChoices):
+    """Which work a claim takes first (`judging.priority`): exam answers, then practice,
+    then bulk rejudges."""
+    EXAM = "EXAM"
+    PRACTICE = "PRACTICE"
+    REJUDGE = "REJUDGE"
+
+
 class JobPhase(models.TextChoices):
     COMPILING = "COMPILING"
     JUDGING = "JUDGING"
@@ -207,6 +215,13 @@ class JudgeJob(models.Model):
                                    db_constraint=False, db_index=False, related_name="+")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
     available_at = models.DateTimeField()
+    priority_class = models.CharField(max_length=16, choices=PriorityClass.choices, default=PriorityClass.PRACTICE)
+    # The claim order: available_at moved earlier by the class's lead (`judging.priority`),
+    # written with available_at. Never later than available_at, so the claim's range on it
+    # is implied by "due" and the index serves both the range and the order.
+    claim_key = models.DateTimeField()
+    # The submitter, for the per-user share of the practice queue (null for diagnostics).
+    user_id = models.BigIntegerField(null=True, blank=True)
     node = models.ForeignKey("nodes.JudgeNode", null=True, blank=True, on_delete=models.PROTECT,
                              db_constraint=False, db_index=False, related_name="+")
     host_group = models.ForeignKey("nodes.JudgeHostGroup", null=True, blank=True, on_delete=models.PROTECT,
@@ -249,8 +264,10 @@ class JudgeJob(models.Model):
             )
         ]
         indexes = [
-            # Claims: the pool's queued jobs in availability order (SKIP LOCKED walks this).
-            models.Index(fields=["pool", "state", "available_at", "id"], name="judge_job_claim"),
+            # Claims: the pool's queued jobs in claim order (SKIP LOCKED walks this).
+            models.Index(fields=["pool", "state", "claim_key", "id"], name="judge_job_claim"),
+            # A user's active practice jobs in a pool (the fair share at submit).
+            models.Index(fields=["user_id", "pool", "state"], name="judge_job_user_active"),
             # Reaper: running jobs by lease deadline.
             models.Index(fields=["state", "lease_until", "id"], name="judge_job_reap"),
             # Slot counts under the node and host-group locks.
@@ -338,6 +355,51 @@ class PracticeBest(models.Model):
     class Meta:
         db_table = "lesson_practice_best"
         constraints = [models.UniqueConstraint(fields=["practice", "user", "problem"], name="uniq_practice_best")]
+
+
+class RejudgeState(models.TextChoices):
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    CANCELLED = "CANCELLED"
+
+
+class RejudgeOperation(models.Model):
+    """A bulk rejudge: the submissions chosen when it was asked for, enqueued a batch at a
+    time at REJUDGE class by the periodic step (`judging.services.bulk_rejudge`)."""
+
+    state = models.CharField(max_length=16, choices=RejudgeState.choices, default=RejudgeState.RUNNING)
+    # What was asked for, as the API's body: {problemId} | {nodeId, since, until} | {submissions}.
+    selector = models.JSONField(default=dict)
+    total = models.PositiveIntegerField(default=0)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     db_constraint=False, related_name="+")
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "judge_rejudge"
+        indexes = [models.Index(fields=["state", "id"], name="judge_rejudge_state")]
+
+
+class RejudgeItem(models.Model):
+    """One submission of a bulk rejudge: `job` is the generation it queued (null until then),
+    `verdict_before` the verdict it had, so the operation can count the verdicts that moved."""
+
+    operation = models.ForeignKey(RejudgeOperation, on_delete=models.CASCADE, db_constraint=False,
+                                  related_name="items")
+    submission_type = models.CharField(max_length=16)
+    submission_id = models.BigIntegerField()
+    pool = models.CharField(max_length=16)
+    job_id = models.BigIntegerField(null=True, blank=True)
+    verdict_before = models.CharField(max_length=16, blank=True, default="")
+    # Gone (deleted) by the time its turn came: nothing to judge, counted as done.
+    skipped = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "judge_rejudge_item"
+        constraints = [models.UniqueConstraint(fields=["operation", "submission_type", "submission_id"],
+                                               name="uniq_rejudge_item")]
+        indexes = [models.Index(fields=["operation", "job_id", "id"], name="judge_rejudge_item_next")]
 
 
 from judging.exams import (  # noqa: E402,F401 - models of this app, registered with it

@@ -19,7 +19,7 @@ from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
 from judging.selectors import ready_nodes, submission_state, submission_status
 from judging.services.exams import hidden_wait
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
-from kece.errors import ExamClosed, Invalid
+from kece.errors import ExamClosed, Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -100,6 +100,10 @@ def problem_detail(request, problem_id: int):
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
                              status=400)
+    except Throttled as exc:
+        response = _problem_page(request, problem, language=language, code=code, errors=[exc.detail], status=429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
     return redirect("submission", submission_type=submission.TYPE, submission_id=submission.pk)
 
 
@@ -120,7 +124,8 @@ def _live(submission, *, now, viewer) -> dict:
     return {
         "status": status, "final": final, "icon": display.status_icon(status),
         "verdict_class": display.verdict_class(status),
-        "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label,
+        "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
+                                      runtime=POOLS[submission.language].label,
                                       testcase=job.progress_testcase if job else None, cases_total=cases_total),
         "cases": submission.cases if final else [],
         "score": submission.score if final and submission.verdict else None,
@@ -184,5 +189,6 @@ def my_submissions(request):
             status, wait_reason = "PENDING", hidden
         rows.append({"submission": submission, "status": status, "icon": display.status_icon(status),
                      "score": submission.score if hidden is None and submission.verdict else None,
-                     "words": display.status_words(status, wait_reason, runtime=POOLS[submission.language].label)})
+                     "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
+                                                   runtime=POOLS[submission.language].label)})
     return render(request, "judging/my_submissions.html", {"page": page, "rows": rows})

@@ -49,7 +49,7 @@ def claimable_in_pool(pool: str, limit: int) -> list:
 
     return list(
         JudgeJob.objects.filter(pool=pool, state=JobState.QUEUED, available_at__lte=timezone.now())
-        .order_by("available_at", "id").values_list("bound_node_id", flat=True)[:limit]
+        .order_by("claim_key", "id").values_list("bound_node_id", flat=True)[:limit]
     )
 
 

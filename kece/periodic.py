@@ -71,6 +71,15 @@ def stall_step(now=None):
     return quarantined
 
 
+def rejudges_step(now=None):
+    from judging.services.bulk_rejudge import rejudges_advance
+
+    enqueued = rejudges_advance(now=now or timezone.now())
+    if enqueued:
+        logger.info("bulk rejudge pass", extra={"enqueued": enqueued})
+    return enqueued
+
+
 def run_guarded(step):
     """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
     close_old_connections()

@@ -22,6 +22,7 @@ def PERIODIC_TASKS():
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.quarantine_stalled", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
+        ("judging.advance_rejudges", settings.KECE_REJUDGE_INTERVAL_MS / 1000),
     ]
 
 
@@ -38,6 +39,7 @@ def _steps():
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.stall_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
+        (periodic.rejudges_step, settings.KECE_REJUDGE_INTERVAL_MS / 1000),
     ]
 
 

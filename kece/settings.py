@@ -221,6 +221,42 @@ KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
 KECE_IDEMPOTENCY_TTL_S = max(env.int("KECE_IDEMPOTENCY_TTL_S", default=86400), 86400)
 # How often ended exams are handed in for participants who did not, and old keys dropped.
 KECE_EXAM_INTERVAL_MS = _positive_ms("KECE_EXAM_INTERVAL_MS", 5000)
+
+# Dispatch under pressure (`judging.priority`, `judging.pressure`): no job waits longer than
+# this behind newer work of a higher class; a user's practice jobs beyond this many active
+# ones in a pool queue behind everyone else's (0: no limit).
+KECE_MAX_CLASS_WAIT_S = env.int("KECE_MAX_CLASS_WAIT_S", default=600)
+KECE_USER_INFLIGHT = env.int("KECE_USER_INFLIGHT", default=4)
+if KECE_MAX_CLASS_WAIT_S < 1 or KECE_USER_INFLIGHT < 0:
+    raise ImproperlyConfigured("KECE_MAX_CLASS_WAIT_S must be at least 1 and KECE_USER_INFLIGHT not negative")
+
+
+def _per_pool(name: str, default: str) -> dict[str, int]:
+    """"2000" (every pool) or "2000,java=500" (with exceptions) → {"*": 2000, "java": 500}; 0 is no limit."""
+    limits = {}
+    for item in env.list(name, default=[default]):
+        pool, _, value = item.strip().rpartition("=")
+        try:
+            limits[pool.strip() or "*"] = int(value)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a number or pool=number") from exc
+        if limits[pool.strip() or "*"] < 0:
+            raise ImproperlyConfigured(f"{name}: {item!r} is negative")
+    return limits
+
+
+# Backpressure (`judging.pressure`): per pool, the queued exam and practice jobs and the wait
+# of the next job to be claimed beyond which practice submits are refused (429) and bulk
+# rejudges pause; the Retry-After they are told.
+KECE_THROTTLE_BACKLOG = _per_pool("KECE_THROTTLE_BACKLOG", "2000")
+KECE_THROTTLE_WAIT_S = _per_pool("KECE_THROTTLE_WAIT_S", "600")
+KECE_THROTTLE_RETRY_S = env.int("KECE_THROTTLE_RETRY_S", default=20)
+# Bulk rejudges (`judging.services.bulk_rejudge`): how often the step runs, and how many of
+# one operation's jobs it keeps queued at a time.
+KECE_REJUDGE_INTERVAL_MS = _positive_ms("KECE_REJUDGE_INTERVAL_MS", 2000)
+KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
+if KECE_REJUDGE_BATCH < 1:
+    raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")
 if KECE_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured("KECE_MAX_ATTEMPTS must be at least 1")
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:

@@ -39,6 +39,11 @@ def quarantine_stalled():
     periodic.run_guarded(periodic.stall_step)
 
 
+@shared_task(name="judging.advance_rejudges", ignore_result=True)
+def advance_rejudges():
+    periodic.run_guarded(periodic.rejudges_step)
+
+
 @shared_task(name="nodes.publish_console", ignore_result=True)
 def publish_console():
     from nodes.console.live import publish_step

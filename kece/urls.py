@@ -49,6 +49,9 @@ admin_api = [
     path("lessons/<id:lesson_id>", exams.LessonAdminDetailView.as_view()),
     path("lessons/<id:lesson_id>/practices", exams.PracticeListAdminView.as_view()),
     path("lessons/practices/<id:practice_id>", exams.PracticeAdminDetailView.as_view()),
+    path("rejudges", submission_admin.BulkRejudgeListView.as_view()),
+    path("rejudges/<id:rejudge_id>", submission_admin.BulkRejudgeDetailView.as_view()),
+    path("rejudges/<id:rejudge_id>/cancel", submission_admin.BulkRejudgeCancelView.as_view()),
 ]
 
 urlpatterns = [

@@ -123,7 +123,8 @@ def _canary_snapshot(check, canary, *, pool: str, own_checks: bool) -> dict:
 
 def _queue_self_check(check, node, *, items, now) -> None:
     from judging.locking import lock_node
-    from judging.models import JobKind, JudgeJob
+    from judging.models import JobKind, JudgeJob, PriorityClass
+    from judging.priority import claim_key
     from judging.services.problems import PackageError
     from judging.wakeups import publish_after_commit
     from nodes.canaries import canaries_for
@@ -150,7 +151,8 @@ def _queue_self_check(check, node, *, items, now) -> None:
             kind=JobKind.DIAGNOSTIC, submission_type="DIAGNOSTIC", submission_id=check.pk, generation=number,
             pool=node.pool, runtime_spec=node.runtime_spec or f"{node.pool}-r1", bound_node_id=node.pk,
             manifest=canary.manifest, snapshot=_canary_snapshot(check, canary, pool=node.pool, own_checks=number == 1),
-            available_at=now, created_at=now,
+            available_at=now, created_at=now, priority_class=PriorityClass.EXAM,
+            claim_key=claim_key(PriorityClass.EXAM, now),
         ) for number, canary in enumerate(canaries, start=1)]
         NodeCheck.objects.filter(pk=check.pk).update(items=items, job_id=jobs[0].pk)
         publish_after_commit(node.pool)

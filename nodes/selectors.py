@@ -56,30 +56,42 @@ def filter_nodes(queryset, *, pool=None, state=None, observed=None, host_group_i
 
 
 def pool_figures(*, now) -> list[dict]:
-    """Per pool: pending, claimable, backoff, oldest wait, ready nodes, running."""
-    from judging.models import JudgeJob
+    """Per pool: pending, claimable, backoff, oldest wait (each also by priority class),
+    ready nodes, running, and whether practice submits are refused now (`judging.pressure`:
+    read only for a pool with exam or practice work queued)."""
+    from judging.models import JudgeJob, PriorityClass
+    from judging.pressure import pool_throttling
     from judging.selectors import ready_nodes
     from pools.registry import POOLS
 
     jobs = JudgeJob.objects.filter(kind="JUDGE")
-    queued = {row["pool"]: row for row in jobs.filter(state=JobState.QUEUED).values("pool").annotate(
-        pending=Count("id"), claimable=Count("id", filter=Q(available_at__lte=now)),
-        backoff=Count("id", filter=Q(available_at__gt=now)))}
-    oldest = {row["pool"]: row["created_at"] for row in jobs.filter(state=JobState.QUEUED)
-              .values("pool").annotate(created_at=Min("created_at"))}
+    queued: dict[str, dict[str, dict]] = {}
+    for row in jobs.filter(state=JobState.QUEUED).values("pool", "priority_class").annotate(
+            pending=Count("id"), claimable=Count("id", filter=Q(available_at__lte=now)),
+            backoff=Count("id", filter=Q(available_at__gt=now)), created_at=Min("created_at")):
+        queued.setdefault(row["pool"], {})[row["priority_class"]] = row
     running = dict(jobs.filter(state=JobState.RUNNING).values_list("pool").annotate(n=Count("id")))
     ready = dict(ready_nodes(now=now).values_list("pool").annotate(n=Count("id")))
+
+    def wait(created_at) -> int:
+        return int((now - created_at).total_seconds()) if created_at is not None else 0
+
     figures = []
     for name in POOLS:
-        row = queued.get(name, {})
+        by_class = queued.get(name, {})
+        rows = list(by_class.values())
+        ahead_of_practice = any(by_class.get(c, {}).get("pending") for c in (PriorityClass.EXAM, PriorityClass.PRACTICE))
         figures.append({
             "pool": name,
-            "pending": row.get("pending", 0),
-            "claimable": row.get("claimable", 0),
-            "backoff": row.get("backoff", 0),
-            "oldestWaitSeconds": int((now - oldest[name]).total_seconds()) if name in oldest else 0,
+            "pending": sum(r["pending"] for r in rows),
+            "claimable": sum(r["claimable"] for r in rows),
+            "backoff": sum(r["backoff"] for r in rows),
+            "oldestWaitSeconds": wait(min((r["created_at"] for r in rows), default=None)),
             "readyNodes": ready.get(name, 0),
             "running": running.get(name, 0),
+            "pendingByClass": {c: by_class.get(c, {}).get("pending", 0) for c in PriorityClass.values},
+            "oldestWaitByClass": {c: wait(by_class.get(c, {}).get("created_at")) for c in PriorityClass.values},
+            "throttling": ahead_of_practice and pool_throttling(name, now=now),
         })
     return figures
 

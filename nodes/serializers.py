@@ -180,6 +180,12 @@ class PoolFiguresOut(serializers.Serializer):
     oldestWaitSeconds = serializers.IntegerField()
     readyNodes = serializers.IntegerField()
     running = serializers.IntegerField()
+    pendingByClass = serializers.DictField(child=serializers.IntegerField(), required=False,
+                                           help_text="Queued jobs per priority class: EXAM, PRACTICE, REJUDGE.")
+    oldestWaitByClass = serializers.DictField(child=serializers.IntegerField(), required=False,
+                                              help_text="Seconds the oldest queued job of each class has waited.")
+    throttling = serializers.BooleanField(required=False,
+                                          help_text="Practice submits are refused (429) and bulk rejudges paused.")
 
 
 def host_group_out(group) -> dict:

@@ -1,13 +1,15 @@
-"""Admin operations on submissions (rejudge and delete) and problems (delete)."""
+"""Admin operations on submissions (rejudge one, or many as a tracked operation; delete) and problems
+(delete)."""
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from judging.models import SUBMISSION_MODELS
+from judging.models import SUBMISSION_MODELS, RejudgeOperation
+from judging.services.bulk_rejudge import rejudge_cancel, rejudge_progress, rejudge_request
 from judging.services.rejudge import submission_delete, submission_rejudge
-from kece.api import AdminView
+from kece.api import AdminView, validated
 from kece.errors import NotFound
 
 TAGS = ["admin"]
@@ -49,3 +51,75 @@ class ProblemAdminView(AdminView):
 
         problem_delete(problem_id=problem_id, now=timezone.now())
         return Response(status=204)
+
+
+class SubmissionRef(serializers.Serializer):
+    type = serializers.ChoiceField(choices=list(SUBMISSION_MODELS))
+    id = serializers.IntegerField(min_value=1, max_value=2**62)
+
+
+class BulkRejudgeIn(serializers.Serializer):
+    """Exactly one way of choosing: a problem's submissions, what a node judged in a time
+    range, or a list."""
+
+    problemId = serializers.IntegerField(min_value=1, max_value=2**62, required=False)
+    nodeId = serializers.IntegerField(min_value=1, max_value=2**62, required=False)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    submissions = SubmissionRef(many=True, required=False, allow_empty=False, max_length=10000)
+
+    def validate(self, data):
+        ways = [name for name in ("problemId", "nodeId", "submissions") if name in data]
+        if len(ways) != 1:
+            raise serializers.ValidationError("Give exactly one of problemId, nodeId (with since) or submissions.")
+        if ("since" in data or "until" in data) and ways != ["nodeId"]:
+            raise serializers.ValidationError({"since": ["only with nodeId"]})
+        if ways == ["nodeId"] and "since" not in data:
+            raise serializers.ValidationError({"since": ["required with nodeId"]})
+        if "until" in data and data["until"] <= data["since"]:
+            raise serializers.ValidationError({"until": ["must be after since"]})
+        return data
+
+
+class BulkRejudgeCreatedOut(serializers.Serializer):
+    rejudgeId = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class BulkRejudgeOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=["RUNNING", "DONE", "CANCELLED"])
+    total = serializers.IntegerField()
+    enqueued = serializers.IntegerField()
+    judged = serializers.IntegerField(help_text="Judged again, or skipped as deleted meanwhile.")
+    changed = serializers.IntegerField(help_text="Judged again to a different verdict.")
+    skipped = serializers.IntegerField(required=False, help_text="Deleted before their turn came.")
+
+
+class BulkRejudgeListView(AdminView):
+    @extend_schema(tags=TAGS, request=BulkRejudgeIn, responses={202: BulkRejudgeCreatedOut},
+                   summary="Rejudge many submissions as one tracked operation, at the lowest priority")
+    def post(self, request):
+        data = validated(BulkRejudgeIn, request.data)
+        operation = rejudge_request(selector=dict(data), actor=request.user, now=timezone.now())
+        return Response({"rejudgeId": operation.pk, "total": operation.total}, status=202)
+
+
+def _operation(rejudge_id: int) -> RejudgeOperation:
+    operation = RejudgeOperation.objects.filter(pk=rejudge_id).first()
+    if operation is None:
+        raise NotFound()
+    return operation
+
+
+class BulkRejudgeDetailView(AdminView):
+    @extend_schema(tags=TAGS, responses={200: BulkRejudgeOut}, summary="A bulk rejudge and its progress")
+    def get(self, request, rejudge_id: int):
+        return Response(rejudge_progress(_operation(rejudge_id)))
+
+
+class BulkRejudgeCancelView(AdminView):
+    @extend_schema(tags=TAGS, request=None, responses={200: BulkRejudgeOut},
+                   summary="Stop enqueuing a bulk rejudge; what was queued or judged stays")
+    def post(self, request, rejudge_id: int):
+        return Response(rejudge_progress(rejudge_cancel(rejudge_id=rejudge_id, now=timezone.now())))

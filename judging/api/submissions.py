@@ -69,7 +69,9 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 class SubmitView(UserView):
     @extend_schema(tags=TAGS, request=SubmitIn, parameters=[IDEMPOTENCY_KEY],
-                   responses={202: SubmitOut, **errors(409)}, summary="Submit code for judging")
+                   responses={202: SubmitOut, **errors(409, 429)}, summary="Submit code for judging",
+                   description="A practice submit into a pool beyond its backpressure thresholds is refused with "
+                               "429 `throttled` and Retry-After; nothing is written.")
     def post(self, request):
         data = validated(SubmitIn, request.data)
         key = checked_key(request.headers.get("Idempotency-Key"))

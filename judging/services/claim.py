@@ -26,11 +26,13 @@ class ClaimResult:
 
 
 def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
-    """The node's due jobs (the `judge_job_claim` index: pool, state, available_at, id):
-    its pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic
-    jobs) when it may not judge."""
-    where = "pool = %s AND state = %s AND available_at <= %s AND runtime_spec = %s"
-    params = [node.pool, JobState.QUEUED, connection.ops.adapt_datetimefield_value(now), node.runtime_spec]
+    """The node's due jobs (the `judge_job_claim` index: pool, state, claim_key, id): its
+    pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic jobs)
+    when it may not judge. `claim_key <= now` is implied by `available_at <= now`
+    (`judging.priority`); stated, it makes the index scan a range that stops at now."""
+    at = connection.ops.adapt_datetimefield_value(now)
+    where = "pool = %s AND state = %s AND claim_key <= %s AND available_at <= %s AND runtime_spec = %s"
+    params = [node.pool, JobState.QUEUED, at, at, node.runtime_spec]
     if judge_jobs_allowed:
         # A job this node just failed with an INFRA_ERROR is left to the pool's other nodes
         # for one claim wait after it is due; then this node may try it again.
@@ -73,7 +75,8 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     2. Re-check credential and session on the locked row; refuse a stale heartbeat.
     3. n = min(free slots asked, node headroom, group headroom), counting committed RUNNING
        jobs (the locks serialise every claim of this node and group, so counts are exact).
-    4. SKIP LOCKED select of the pool's due jobs by (available_at, id), then one UPDATE that
+    4. SKIP LOCKED select of the pool's due jobs by (claim_key, id) — class first, with
+       aging (`judging.priority`) — then one UPDATE that
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
     Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
     get only the diagnostic jobs bound to them.

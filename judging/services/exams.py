@@ -14,7 +14,8 @@ from django.db.models import F
 
 from judging.locking import lock_exam_participant, lock_exam_participants, lock_submission, save_locked
 from judging.models import (
-    SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, ProblemKind, QuestionKind,
+    SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, PriorityClass, ProblemKind,
+    QuestionKind,
 )
 from judging.services.rejudge import queue_generation, submission_delete
 from kece.errors import ExamClosed, Invalid, NotFound, RevisionConflict
@@ -149,7 +150,7 @@ def _hand_in_locked(exam, participant, *, now) -> HandIn:
     for submission_type, submission_id in _last_submissions(exam, participant.user_id):
         submission = lock_submission(submission_type, submission_id)
         if submission.current_judge_job_id is None:
-            queue_generation(submission, generation=1, now=now)
+            queue_generation(submission, generation=1, now=now, priority_class=PriorityClass.EXAM)
             jobs += 1
     participant.objective_score = _score_objective(exam, participant)
     participant.handed_in_at = min(now, exam.ends_at)

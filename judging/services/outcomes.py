@@ -11,6 +11,7 @@ from django.conf import settings
 from judging import hooks
 from judging.locking import save_locked
 from judging.models import JobKind, JobState, SettlementEvent
+from judging.priority import claim_key
 from judging.timing import retry_backoff
 
 logger = logging.getLogger("kece.jobs")
@@ -68,13 +69,14 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
     """Back to QUEUED, keeping the job id; the next claim raises the lease epoch."""
     job.state = JobState.QUEUED
     job.available_at = now + (delay if delay is not None else retry_backoff(job.attempts))
+    job.claim_key = claim_key(job.priority_class, job.available_at)
     if refund:
         job.attempts = max(job.attempts - 1, 0)
     job.error = error
     job.error_message = message[:2000]
     _clear_lease(job)
     save_locked(job, [
-        "state", "available_at", "attempts", "error", "error_message", "node_id", "host_group_id", "avoid_node_id",
+        "state", "available_at", "claim_key", "attempts", "error", "error_message", "node_id", "host_group_id", "avoid_node_id",
         "session_epoch", "lease_until", "progress_phase", "progress_testcase",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])

@@ -4,8 +4,9 @@ import logging
 
 from django.db import transaction
 
+from judging import priority
 from judging.locking import lock_job, lock_submission
-from judging.models import SUBMISSION_MODELS, JobState, JudgeJob
+from judging.models import SUBMISSION_MODELS, JobState, JudgeJob, PriorityClass
 from judging.services import outcomes
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
@@ -15,7 +16,7 @@ from pools.registry import runtime_spec
 logger = logging.getLogger("kece.rejudge")
 
 
-def _locked_live_submission(submission_type: str, submission_id: int):
+def locked_live_submission(submission_type: str, submission_id: int):
     if submission_type not in SUBMISSION_MODELS:
         raise NotFound()
     submission = lock_submission(submission_type, submission_id)
@@ -24,9 +25,10 @@ def _locked_live_submission(submission_type: str, submission_id: int):
     return submission
 
 
-def queue_generation(submission, *, generation: int, now) -> JudgeJob:
+def queue_generation(submission, *, generation: int, now, priority_class: str) -> JudgeJob:
     """A new job for a submission this transaction has locked, against its problem's current
-    test data; the submission's pointer moves to it (rejudge, and an exam's hand-in)."""
+    test data, at `priority_class`; the submission's pointer moves to it (rejudge, and an
+    exam's hand-in)."""
     problem = submission.problem
     manifest = problem.current_manifest
     pool = submission.language
@@ -37,6 +39,8 @@ def queue_generation(submission, *, generation: int, now) -> JudgeJob:
         snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool, language=submission.language,
                               source=source),
         lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
+        user_id=submission.user_id, priority_class=priority_class,
+        claim_key=priority.claim_key(priority_class, now),
     )
     type(submission).objects.filter(pk=submission.pk).update(current_judge_job=job)
     submission.current_judge_job = job
@@ -44,29 +48,37 @@ def queue_generation(submission, *, generation: int, now) -> JudgeJob:
     return job
 
 
-def submission_rejudge(*, submission_type: str, submission_id: int, now) -> JudgeJob:
-    """Judge again as a new generation against the problem's current test data.
+def submission_rejudge(*, submission_type: str, submission_id: int, now, priority_class: str | None = None) -> JudgeJob:
+    """Judge again as a new generation against the problem's current test data, at
+    `priority_class` (a bulk rejudge's REJUDGE) or else the class of the job it replaces.
 
     The old job, if still active, is cancelled: its renewals answer `cancelled` and its
     late result is refused as `superseded` because the pointer has moved on. The current
     effective result stays until the new generation settles.
     """
     with transaction.atomic(durable=True):
-        submission = _locked_live_submission(submission_type, submission_id)
-        old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
-        if old is not None and old.state in JobState.ACTIVE:
-            outcomes.cancel(old, now=now, reason="superseded")
-        job = queue_generation(submission, generation=(old.generation if old else 0) + 1, now=now)
+        submission = locked_live_submission(submission_type, submission_id)
+        job = rejudge_locked(submission, now=now, priority_class=priority_class)
     logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
-                                         "generation": job.generation})
+                                         "generation": job.generation, "class": job.priority_class})
     return job
+
+
+def rejudge_locked(submission, *, now, priority_class: str | None = None) -> JudgeJob:
+    """`submission_rejudge` on a submission the caller has locked (and found live)."""
+    old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
+    if old is not None and old.state in JobState.ACTIVE:
+        outcomes.cancel(old, now=now, reason="superseded")
+    priority_class = priority_class or (old.priority_class if old else PriorityClass.PRACTICE)
+    return queue_generation(submission, generation=(old.generation if old else 0) + 1, now=now,
+                            priority_class=priority_class)
 
 
 def submission_delete(*, submission_type: str, submission_id: int, now) -> None:
     """Delete (hide) a submission: its active job is cancelled and late results refused;
     statistics are recomputed without it through the outbox."""
     with transaction.atomic(durable=True):
-        submission = _locked_live_submission(submission_type, submission_id)
+        submission = locked_live_submission(submission_type, submission_id)
         job = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
         if job is not None and job.state in JobState.ACTIVE:
             outcomes.cancel(job, now=now, reason="deleted")

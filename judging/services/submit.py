@@ -2,16 +2,17 @@
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from judging import artifacts
+from judging import artifacts, pressure, priority
 from judging.locking import lock_parent
-from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Problem, ProblemKind
+from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, PriorityClass, Problem, ProblemKind
 from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
-from kece.errors import Invalid
+from kece.errors import Invalid, Throttled
 from pools.registry import UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -39,7 +40,7 @@ def _still_live(problem, practice) -> None:
 
 
 def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, exam_id=None,
-                      after_insert=None, now=None):
+                      after_insert=None, now=None, priority_class: str = PriorityClass.PRACTICE):
     """Accept a submission and queue its judging.
 
     1. Validate problem, language (→ pool), code size and practice link.
@@ -51,8 +52,11 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
 
     An exam submission (`exam_id`) is checked and written under its participant's lock
     (`judging.services.exams.exam_entry`); in an OI exam it is saved without a job, which
-    the hand-in creates. `after_insert(submission)` runs inside the transaction (the
-    idempotency key is written there, so a duplicate key rolls the submission back).
+    the hand-in creates; its jobs are of the EXAM class. A practice submission beyond its
+    pool's backlog or wait thresholds is refused (`Throttled`), and one beyond its user's
+    fair share queues behind other users' work (`judging.priority`). `after_insert(submission)`
+    runs inside the transaction (the idempotency key is written there, so a duplicate key
+    rolls the submission back).
     """
     now = now or timezone.now()
     problem = (Problem.objects.select_related("current_manifest")
@@ -71,6 +75,16 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
     practice = _validated_practice(lesson_practice_id, problem)
     exam = exam_for_submit(exam_id, problem=problem, practice=practice)
+    if exam is not None:
+        priority_class = PriorityClass.EXAM  # exam work is never refused and goes first
+    beyond_share = False
+    if priority_class == PriorityClass.PRACTICE:
+        # Read outside the transaction: a share decided on a count a concurrent submit of
+        # the same user is about to change only moves one job a place in the queue.
+        admission = pressure.admission(pool=pool.name, now=now, user_id=user.pk)
+        if admission.throttled:
+            raise Throttled(pressure.busy_sentence(pool.label), retry_after=settings.KECE_THROTTLE_RETRY_S)
+        beyond_share = admission.beyond_share
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
@@ -93,7 +107,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
             submission_type=submission_type, submission_id=submission.pk, generation=1,
             pool=pool.name, runtime_spec=pool.spec.id, manifest=manifest,
             snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool.name, language=language, source=source),
-            lesson_practice=practice, available_at=now, created_at=now,
+            lesson_practice=practice, available_at=now, created_at=now, user_id=user.pk,
+            priority_class=priority_class, claim_key=priority.claim_key(priority_class, now, beyond_share=beyond_share),
+            wait_reason=priority.FAIR_SHARE if beyond_share else "",
         )
         model.objects.filter(pk=submission.pk).update(current_judge_job=job)
         submission.current_judge_job = job

@@ -98,6 +98,9 @@ def strip_rows(figures: list[dict], counts: dict[str, dict]) -> list[dict]:
             alarm = ngettext("%(pool)s: %(n)d waiting, no judge can take it",
                              "%(pool)s: %(n)d waiting, no judge can take them", row["pending"]) % {
                 "pool": label, "n": row["pending"]}
+        elif row.get("throttling"):
+            alarm = _("%(pool)s is throttling: practice submits are refused and bulk rejudges paused") % {
+                "pool": label}
         rows.append({**row, **extra, "label": label, "alarm": alarm,
                      "oldest_wait": duration(row["oldestWaitSeconds"]) if row["pending"] else "—"})
     return rows

@@ -389,3 +389,45 @@ def host_group_edit(request, group_id: int):
                       {"groups": JudgeHostGroup.objects.order_by("name", "id"), "error": _group_refusal(exc),
                        "form": {}}, status=409 if isinstance(exc, RevisionConflict) else 400)
     return redirect("console-host-groups")
+
+
+# --- bulk rejudges ------------------------------------------------------------------------------
+
+@require_GET
+@admins_only
+def rejudges(request):
+    from judging.models import RejudgeOperation
+    from judging.services.bulk_rejudge import rejudge_progress
+
+    operations = RejudgeOperation.objects.order_by("-id")[:PAGE_SIZE]
+    return render(request, "nodes/console/rejudges.html",
+                  {"operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector}
+                                  for op in operations]})
+
+
+@require_POST
+@admins_only
+def node_rejudge(request, node_id: int):
+    """Rejudge what the node judged since a moment (a `datetime-local` field, UTC)."""
+    from judging.services.bulk_rejudge import rejudge_request
+
+    node = _node(node_id)
+    since = parse_datetime(request.POST.get("since", ""))
+    if since is None:
+        return redirect("console-node", node_id=node.pk)
+    if timezone.is_naive(since):
+        since = timezone.make_aware(since, timezone.get_fixed_timezone(0))
+    rejudge_request(selector={"nodeId": node.pk, "since": since}, actor=request.user, now=timezone.now())
+    return redirect("console-rejudges")
+
+
+@require_POST
+@admins_only
+def rejudge_cancel_view(request, rejudge_id: int):
+    from judging.services.bulk_rejudge import rejudge_cancel
+
+    try:
+        rejudge_cancel(rejudge_id=rejudge_id, now=timezone.now())
+    except NotFound:
+        raise Http404
+    return redirect("console-rejudges")

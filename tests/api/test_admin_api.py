@@ -18,7 +18,7 @@ from tests.api.helpers import (
 )
 from tests.concurrency import run_concurrently
 from tests.factories import HostGroupFactory, UserFactory, identity_of, make_node, make_problem
-from tests.judging.helpers import claim, infra_error, submit
+from tests.judging.helpers import claim, infra_error, judged, settle, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -514,7 +514,7 @@ def test_pool_figures_count_what_waits_what_runs_and_who_is_ready(api, python_pr
     JudgeJob.objects.filter(pk=in_backoff.current_judge_job_id).update(available_at=now + timedelta(seconds=60))
     # A self-check waiting for its node is not user work.
     JudgeJob.objects.create(kind=JobKind.DIAGNOSTIC, submission_type="CHECK", submission_id=1, pool="python",
-                            runtime_spec="python-r1", bound_node=ready, available_at=now,
+                            runtime_spec="python-r1", bound_node=ready, available_at=now, claim_key=now,
                             created_at=now - timedelta(hours=1))
 
     response = api.get(ADMIN + "pools")
@@ -523,11 +523,35 @@ def test_pool_figures_count_what_waits_what_runs_and_who_is_ready(api, python_pr
     assert set(figures) == {"cpp", "java", "python", "mysql", "arkts"}
     python = figures.pop("python")
     assert 120 <= python.pop("oldestWaitSeconds") <= 125
-    assert python == {"pool": "python", "pending": 2, "claimable": 1, "backoff": 1, "readyNodes": 1, "running": 1}
+    assert 120 <= python.pop("oldestWaitByClass").pop("PRACTICE") <= 125
+    assert python == {"pool": "python", "pending": 2, "claimable": 1, "backoff": 1, "readyNodes": 1, "running": 1,
+                      "pendingByClass": {"EXAM": 0, "PRACTICE": 2, "REJUDGE": 0}, "throttling": False}
+    none = {"EXAM": 0, "PRACTICE": 0, "REJUDGE": 0}
     assert figures["cpp"] == {"pool": "cpp", "pending": 0, "claimable": 0, "backoff": 0, "oldestWaitSeconds": 0,
-                              "readyNodes": 1, "running": 0}
+                              "readyNodes": 1, "running": 0, "pendingByClass": none, "oldestWaitByClass": none,
+                              "throttling": False}
     assert all(row["readyNodes"] == row["pending"] == row["running"] == 0 for p, row in figures.items() if p != "cpp")
     assert JudgeJob.objects.get(pk=running.pk).state == JobState.RUNNING
+
+
+def test_pool_figures_split_the_queue_by_class_and_say_when_a_pool_throttles(api, python_problem, settings):
+    from judging.models import PriorityClass
+    from judging.services.rejudge import submission_rejudge
+
+    now = timezone.now()
+    old = submit(UserFactory(), python_problem, now=now - timedelta(minutes=30))
+    JudgeJob.objects.filter(pk=old.current_judge_job_id).update(state=JobState.COMPLETED)
+    submission_rejudge(submission_type="ALGO", submission_id=old.pk, now=now - timedelta(minutes=5),
+                       priority_class=PriorityClass.REJUDGE)
+    submit(UserFactory(), python_problem, now=now - timedelta(seconds=60), priority_class=PriorityClass.EXAM)
+    submit(UserFactory(), python_problem, now=now - timedelta(seconds=30))
+    python = {row["pool"]: row for row in api.get(ADMIN + "pools").json()}["python"]
+    assert python["pendingByClass"] == {"EXAM": 1, "PRACTICE": 1, "REJUDGE": 1}
+    assert [55 <= python["oldestWaitByClass"]["EXAM"] <= 65, 25 <= python["oldestWaitByClass"]["PRACTICE"] <= 35,
+            295 <= python["oldestWaitByClass"]["REJUDGE"] <= 305] == [True] * 3
+    assert python["throttling"] is False
+    settings.KECE_THROTTLE_BACKLOG = {"*": 0, "python": 2}
+    assert {row["pool"]: row for row in api.get(ADMIN + "pools").json()}["python"]["throttling"] is True
 
 
 # --- rejudge and delete --------------------------------------------------------------------------
@@ -593,3 +617,53 @@ def test_racing_registrations_of_one_name_make_one_node_and_refuse_the_rest(sett
         answers = run_concurrently([post(ADMIN + "host-groups", rack) for _ in range(3)])
         assert sorted(answers) == [201, 400, 400], answers
     assert JudgeNode.objects.count() == 6 and JudgeHostGroup.objects.count() == 7
+
+
+# --- bulk rejudge ---------------------------------------------------------------------------------
+
+def test_a_bulk_rejudge_is_accepted_tracked_and_cancelled_through_the_api(api, python_problem, settings):
+    from kece.periodic import rejudges_step
+
+    settings.KECE_REJUDGE_BATCH = 2
+    node, identity = ready_node(pool="python")
+    for _ in range(3):
+        submit(UserFactory(), python_problem)
+    for job in claim(identity, free_slots=3):
+        assert settle(identity, judged(job)) == "settled"
+
+    response = send(api, "POST", ADMIN + "rejudges", {"problemId": python_problem.pk})
+    assert response.status_code == 202
+    created = response.json()
+    assert set(created) == {"rejudgeId", "total"} and created["total"] == 3
+    path = ADMIN + f"rejudges/{created['rejudgeId']}"
+    assert api.get(path).json() == {"id": created["rejudgeId"], "state": "RUNNING", "total": 3, "enqueued": 0,
+                                    "judged": 0, "changed": 0, "skipped": 0}
+    assert rejudges_step() == 2
+    assert JudgeJob.objects.filter(state=JobState.QUEUED, priority_class="REJUDGE").count() == 2
+    cancelled = send(api, "POST", path + "/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    assert rejudges_step() == 0
+    assert api.get(path).json()["enqueued"] == 2
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"problemId": 1, "submissions": [{"type": "ALGO", "id": 1}]}, {"nodeId": 1},
+    {"problemId": 1, "since": "2026-01-01T00:00:00Z"}, {"submissions": []},
+    {"submissions": [{"type": "CODE", "id": 1}]},
+    {"nodeId": 1, "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
+])
+def test_a_bulk_rejudge_names_exactly_one_way_of_choosing(api, body):
+    assert error_of(send(api, "POST", ADMIN + "rejudges", body)) == (400, "invalid")
+
+
+def test_a_bulk_rejudge_of_what_does_not_exist_is_refused_and_an_unknown_operation_is_not_found(api):
+    assert error_of(send(api, "POST", ADMIN + "rejudges", {"problemId": 10**9})) == (400, "invalid")
+    assert error_of(send(api, "POST", ADMIN + "rejudges", {"submissions": [{"type": "SQL", "id": 10**9}]})) == (
+        400, "invalid")
+    assert error_of(api.get(ADMIN + "rejudges/999999")) == (404, "not_found")
+    assert error_of(send(api, "POST", ADMIN + "rejudges/999999/cancel")) == (404, "not_found")
+
+
+def test_bulk_rejudges_are_for_admins_only(python_problem):
+    student = token_client(UserFactory())
+    assert error_of(send(student, "POST", ADMIN + "rejudges", {"problemId": python_problem.pk}))[0] == 403

@@ -41,7 +41,10 @@ CONTRACT = {
     ("PATCH", ADMIN + "host-groups/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
     ("POST", ADMIN + "submissions/{}/{}/rejudge"): (202, ADMIN_ERRORS | {404}),
     ("DELETE", ADMIN + "submissions/{}/{}"): (204, ADMIN_ERRORS | {404}),
-    ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400, 403, 409}),
+    ("POST", ADMIN + "rejudges"): (202, ADMIN_ERRORS | {400}),
+    ("GET", ADMIN + "rejudges/{}"): (200, ADMIN_ERRORS | {404}),
+    ("POST", ADMIN + "rejudges/{}/cancel"): (200, ADMIN_ERRORS | {404}),
+    ("POST", "/api/v1/submissions"): (202, USER_ERRORS | {400, 403, 409, 429}),
     ("GET", "/api/v1/submissions/{}/{}"): (200, USER_ERRORS | {404}),
     ("GET", "/api/v1/system/judgers/summary"): (200, set()),
     # Exams and lessons (added to the contract: README, "API additions").
@@ -218,7 +221,10 @@ def test_the_node_and_job_objects_have_every_contract_field(schema):
     assert set(job["properties"]) == JOB_FIELDS | {"ownChecks"}
     assert "ownChecks" not in job.get("required", [])
     figures = body_of(schema, ops[("GET", ADMIN + "pools")], 200)
-    assert set(resolve(schema, figures["items"])["properties"]) == POOL_FIGURES
+    pool = resolve(schema, figures["items"])
+    added = {"pendingByClass", "oldestWaitByClass", "throttling"}
+    assert set(pool["properties"]) == POOL_FIGURES | added
+    assert not added & set(pool.get("required", []))
 
 
 def test_an_artifact_is_served_as_octet_stream(schema):

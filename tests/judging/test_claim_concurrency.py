@@ -89,3 +89,35 @@ def test_the_claim_query_uses_the_pool_state_available_index():
         columns = [c[0] for c in cursor.description]
         plan = [dict(zip(columns, row)) for row in cursor.fetchall()]
     assert plan[0]["key"] == "judge_job_claim", plan
+
+
+def test_concurrent_claimers_take_the_classes_in_order_and_each_class_in_fifo_order():
+    from judging.models import PriorityClass
+    from judging.services.rejudge import submission_rejudge
+
+    problem = make_problem(languages=("python",))
+    now = timezone.now()
+    users = [UserFactory() for _ in range(10)]
+    rejudges = []
+    for index in range(100):
+        old = submit(users[index % 10], problem, now=now - timedelta(days=1))
+        JudgeJob.objects.filter(pk=old.current_judge_job_id).update(state=JobState.COMPLETED)
+        rejudges.append(submission_rejudge(submission_type="ALGO", submission_id=old.pk, now=now,
+                                           priority_class=PriorityClass.REJUDGE).pk)
+    # Practice and exam work posted after the backlog.
+    practice = [submit(users[i % 10], problem, now=now + timedelta(seconds=1)).current_judge_job_id
+                for i in range(30)]
+    exam = [submit(users[i % 10], problem, now=now + timedelta(seconds=2),
+                   priority_class=PriorityClass.EXAM).current_judge_job_id for i in range(30)]
+    identities = [make_node(pool="python", max_slots=20, host_group=HostGroupFactory(total_slots=20), now=now)[1]
+                  for _ in range(8)]
+
+    results = run_concurrently([_claimer(i, rounds=3, free_slots=4, now=now + timedelta(seconds=3))
+                                for i in identities])
+    raise_first_error(results)
+    taken = {job_id for result in results for job_id in result}
+    assert len(taken) == 96
+    # Each claim takes the smallest keys it can lock, so together they took every exam and
+    # practice job and, of the backlog, exactly its oldest.
+    assert set(exam) | set(practice) <= taken
+    assert taken - set(exam) - set(practice) == set(rejudges[:36])

@@ -18,7 +18,8 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     names = [name for name, _ in PERIODIC_TASKS()]
     assert {"judging.reap_expired_leases", "judging.dispatch_settlement_events",
             "pools.refresh_status_snapshot", "nodes.expire_checks",
-            "nodes.quarantine_stalled", "nodes.publish_console", "judging.hand_in_ended_exams"} == set(names)
+            "nodes.quarantine_stalled", "nodes.publish_console", "judging.hand_in_ended_exams",
+            "judging.advance_rejudges"} == set(names)
     for name in names:
         assert name in app.tasks, name
     scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}

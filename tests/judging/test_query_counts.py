@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from judging.identity import NodeIdentity
-from judging.models import JudgeJob
+from judging.models import JudgeJob, PriorityClass
 from judging.services import job_meta
 from judging.services.claim import job_claim
 from judging.services.settle import job_settle_and_claim
@@ -27,11 +27,16 @@ def big_node(db):
                               node.host_group_id)
 
 
-def test_submit_is_five_statements(student, problem, django_assert_num_queries):
-    # problem + manifest; in the transaction the problem row shared (a deletion waits for the
-    # submit), submission, job, pointer
-    with django_assert_num_queries(5 + SAVEPOINT):
+def test_a_practice_submit_is_six_statements(student, problem, django_assert_num_queries):
+    # problem + manifest, the user's share (judging.priority); in the transaction the problem
+    # row shared (a deletion waits for the submit), submission, job, pointer
+    with django_assert_num_queries(6 + SAVEPOINT):
         submit(student, problem)
+
+
+def test_an_exam_class_submit_is_five_statements(student, problem, django_assert_num_queries):
+    with django_assert_num_queries(5 + SAVEPOINT):  # an exam answer is never held back for its user
+        submit(student, problem, priority_class=PriorityClass.EXAM)
 
 
 def test_a_claim_of_eight_jobs_is_five_statements(student, problem, big_node, django_assert_num_queries):

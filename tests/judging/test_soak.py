@@ -21,13 +21,15 @@ from django.db import connection
 from django.utils import timezone
 
 from judging.models import (SUBMISSION_MODELS, EventState, ExamMode, ExamParticipant, ExamScore, FirstAccepted,
-                            IdempotencyKey, JobState, JudgeJob, PracticeBest, ProblemResult, SettlementEvent)
+                            IdempotencyKey, JobState, JudgeJob, PracticeBest, PriorityClass, ProblemResult,
+                            RejudgeItem, SettlementEvent)
 from judging.services.claim import job_claim
 from judging.services.events import events_dispatch
 from judging.services.exams import exam_hand_in
 from judging.services.idempotency import submit_once
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.outcomes import PROBLEM_STATS
+from judging.services.bulk_rejudge import rejudge_request, rejudges_advance
 from judging.services.rejudge import submission_delete, submission_rejudge
 from judging.services.settle import job_settle, job_settle_and_claim
 from kece.errors import ExamClosed, LeaseLost, NotFound, NotVerified, ResultConflict, SessionSuperseded, Superseded
@@ -90,6 +92,7 @@ def _node_actor(soak, node, identity_box):
             for job in job_claim(identity=identity, free_slots=rng.randint(1, 3), now=now).jobs:
                 held[job.pk] = job
                 soak.count("claimed")
+                soak.count(f"claimed:{job.priority_class}")
             if held and rng.random() < 0.5:
                 lease_renew(identity=identity, now=timezone.now(), items=[
                     RenewItem(j.pk, j.lease_epoch, rng.choice(["COMPILING", "JUDGING"]), 1) for j in held.values()])
@@ -169,6 +172,10 @@ def _admin_step(soak, nodes):
         if roll < 0.4 and ids:
             submission_rejudge(submission_type=model_type, submission_id=rng.choice(ids), now=now)
             soak.count("rejudge")
+        elif roll < 0.45 and ids:
+            refs = [{"type": model_type, "id": pk} for pk in rng.sample(ids, min(len(ids), rng.randint(1, 12)))]
+            rejudge_request(selector={"submissions": refs}, actor=None, now=now)
+            soak.count("bulk_rejudge")
         elif roll < 0.55 and ids:
             submission_delete(submission_type=model_type, submission_id=rng.choice(ids), now=now)
             soak.count("delete")
@@ -222,6 +229,17 @@ def _check_invariants(soak, students):
         key = (job.submission_type, job.submission_id)
         latest[key] = max(latest[key], job.generation)
     jobs_by_id = {j.pk: j for j in jobs}
+    # Every job sorts within the aging bound of when it became due, and every bulk item
+    # queued a REJUDGE generation of its own submission.
+    from datetime import timedelta
+    from django.conf import settings
+
+    bound = timedelta(seconds=settings.KECE_MAX_CLASS_WAIT_S)
+    assert all(j.available_at - bound <= j.claim_key <= j.available_at for j in jobs)
+    for item in RejudgeItem.objects.filter(job_id__isnull=False):
+        job = jobs_by_id[item.job_id]
+        assert (job.submission_type, job.submission_id, job.priority_class) == (
+            item.submission_type, item.submission_id, PriorityClass.REJUDGE), item.pk
     for submission_type, model in SUBMISSION_MODELS.items():
         for submission in model.objects.all():
             if submission.current_judge_job_id is None:
@@ -303,6 +321,8 @@ def _check_results_from_events(student):
 def test_randomised_soak_keeps_every_invariant(settings):
     settings.KECE_LEASE_TTL_MS = 1500
     settings.KECE_RETRY_BACKOFF_MS = 50
+    # The queue stays saturated: a short aging bound lets bulk-rejudge work through it.
+    settings.KECE_MAX_CLASS_WAIT_S = 2
     students = [UserFactory() for _ in range(8)]  # a lost event is then rarely covered by a later one
     problems = [make_problem(languages=("python",)), make_problem(languages=("cpp",)), make_problem(kind="SQL")]
     nodes, boxes = [], []
@@ -331,8 +351,11 @@ def test_randomised_soak_keeps_every_invariant(settings):
         key = f"key-{rng.random()}" if rng.random() < 0.5 else None
         body = {"problemId": problem.pk, "language": language, "code": code, **link}
 
+        # Free submissions come in every class an entry point gives: exam-class work beside practice.
+        extra = {"priority_class": rng.choice([PriorityClass.EXAM, PriorityClass.PRACTICE])} if entry == "free" else {}
+
         def once(after_insert):
-            return submit(student, problem, language=language, code=code, after_insert=after_insert, **link)
+            return submit(student, problem, language=language, code=code, after_insert=after_insert, **link, **extra)
 
         for attempt in range(2 if key else 1):  # a retry whose first answer was "lost"
             submission, _ = submit_once(once, user=student, key=key, data=body, now=timezone.now())
@@ -355,6 +378,7 @@ def test_randomised_soak_keeps_every_invariant(settings):
     threads += [soak.actor(f"hand-in-{i}", hand_in_step, (0.02, 0.08)) for i in range(2)]
     threads.append(soak.actor("reaper", lambda rng: jobs_reap_expired(now=timezone.now()), (0.2, 0.3)))
     threads.append(soak.actor("dispatcher", lambda rng: events_dispatch(now=timezone.now()), (0.1, 0.2)))
+    threads.append(soak.actor("rejudger", lambda rng: rejudges_advance(now=timezone.now(), batch=5), (0.1, 0.2)))
     threads.append(soak.actor("admin", _admin_step(soak, nodes), (0.05, 0.15)))
     threads.append(soak.actor("slots", _slot_watch(soak, nodes, groups), (0.05, 0.1)))
     for thread in threads:
@@ -375,7 +399,8 @@ def test_randomised_soak_keeps_every_invariant(settings):
     assert set(SettlementEvent.objects.values_list("state", flat=True)) <= {EventState.DONE}
     print("soak counts:", dict(sorted(soak.counts.items())))
     for needed in ("claimed", "settle:JUDGED:settled", "settle:INFRA_ERROR:requeued", "settle:RELEASED:requeued",
-                   "rejudge", "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
+                   "rejudge", "bulk_rejudge", "claimed:EXAM", "claimed:PRACTICE", "claimed:REJUDGE",
+                   "delete", "session_change", "node:DRAINING", "settle:duplicate", "claimed:carried",
                    "settle:result_conflict",
                    "claimed:resent", "submitted:practice", "submitted:exam", "hand_in:fresh", "hand_in:repeat",
                    "slots_checked"):

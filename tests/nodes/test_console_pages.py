@@ -65,6 +65,20 @@ def test_the_strip_raises_an_alarm_for_a_pool_with_work_and_no_judge(admin, stud
     assert "Python: 3 waiting, no judge can take them" in page
 
 
+def test_the_strip_says_when_a_pool_throttles_and_splits_its_queue_by_class(admin, student, problem, settings):
+    from judging.models import PriorityClass
+
+    make_node(pool="python", name="py-ready")
+    for _ in range(2):
+        submit(student, problem, language="python")
+    submit(student, problem, language="python", priority_class=PriorityClass.EXAM)
+    page = admin.get("/admin/judgers").content.decode()
+    assert "Python is throttling" not in page and '<dd class="by-class">1 / 2 / 0</dd>' in page
+    settings.KECE_THROTTLE_BACKLOG = {"*": 3}
+    page = admin.get("/admin/judgers").content.decode()
+    assert "Python is throttling: practice submits are refused and bulk rejudges paused" in page
+
+
 def test_the_table_shows_state_in_words_and_filters_live_in_the_url(admin):
     group = HostGroupFactory(name="rack-1")
     make_node(pool="python", name="py-ready", host_group=group)
@@ -79,9 +93,10 @@ def test_the_table_shows_state_in_words_and_filters_live_in_the_url(admin):
     assert "cpp-1" in admin.get("/admin/judgers?q=CPP").content.decode()
 
 
-# Session, user and its permissions (3), the badge's node counts (2), the pool figures (4),
-# the strip's node counts (2), the page's nodes, their running checks, the host groups.
-LIST_PAGE_STATEMENTS = 15
+# Session, user and its permissions (3), the badge's node counts (2), the pool figures (3, and
+# one per pool with exam or practice work queued: none here), the strip's node counts (2), the
+# page's nodes, their running checks, the host groups.
+LIST_PAGE_STATEMENTS = 14
 
 
 def _list_queries(client, count: int) -> int:
@@ -233,3 +248,30 @@ def test_the_pages_of_a_filtered_list_keep_the_filters(admin):
     page = admin.get("/admin/judgers?pool=java").content.decode()
     assert 'href="?pool=java&amp;page=2"' in page and "many-049" in page and "many-050" not in page
     assert "many-059" in admin.get("/admin/judgers?pool=java&page=2").content.decode()
+
+
+def test_a_node_page_rejudges_what_the_node_judged_and_the_rejudges_page_shows_progress(admin, student, problem):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.models import RejudgeOperation
+    from tests.judging.helpers import claim, judged, settle
+
+    node, identity = make_node(pool="python", name="py-bad")
+    start = timezone.now()
+    for _ in range(2):
+        submit(student, problem, language="python")
+    for job in claim(identity, free_slots=2):
+        assert settle(identity, judged(job)) == "settled"
+    assert "Rejudge what py-bad judged" in admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    since = (start - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    response = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": since})
+    assert response.status_code == 302 and response["Location"] == "/admin/judgers/rejudges"
+    operation = RejudgeOperation.objects.get()
+    assert (operation.total, operation.selector["nodeId"]) == (2, node.pk)
+    page = admin.get("/admin/judgers/rejudges").content.decode()
+    assert f'data-rejudge="{operation.pk}"' in page and "0 / 0 / 2" in page and f"Cancel #{operation.pk}" in page
+    assert admin.post(f"/admin/judgers/rejudges/{operation.pk}/cancel").status_code == 302
+    page = admin.get("/admin/judgers/rejudges").content.decode()
+    assert "CANCELLED" in page and f"Cancel #{operation.pk}" not in page

@@ -1,0 +1,147 @@
+"""Bulk rejudge as an operation: progress to total, verdicts that moved, cancel, backpressure."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judging.models import FirstAccepted, JobState, JudgeJob, PriorityClass, RejudgeState, Submission
+from judging.services.bulk_rejudge import rejudge_cancel, rejudge_progress, rejudge_request, rejudges_advance
+from judging.services.events import events_dispatch
+from kece.errors import Invalid
+from tests.factories import HostGroupFactory, UserFactory, make_node
+from tests.judging.helpers import claim, judged, settle, submit
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
+
+
+@pytest.fixture
+def wide(db):
+    return make_node(pool="python", max_slots=32, host_group=HostGroupFactory(total_slots=32))
+
+
+def _judge_all(identity, verdict_of, *, now) -> int:
+    """Claim and settle everything due in the pool; `verdict_of(job)` decides each verdict."""
+    count = 0
+    while jobs := claim(identity, free_slots=32, now=now):
+        for job in jobs:
+            assert settle(identity, judged(job, verdict=verdict_of(job)), now=now) == "settled"
+        count += len(jobs)
+    return count
+
+
+def _judged_then_rejudged(problem, identity, count, *, now):
+    """`count` submissions of as many students, judged AC, then a bulk rejudge of the problem."""
+    for _ in range(count):
+        submit(UserFactory(), problem, now=now)
+    _judge_all(identity, lambda job: "AC", now=now)
+    return rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+
+
+def _drain_events(now):
+    while events_dispatch(now=now).applied:
+        pass
+
+
+def test_a_bulk_rejudge_of_300_moves_to_its_total_counts_what_changed_and_first_accepted_follows(
+        problem, wide, settings):
+    settings.KECE_REJUDGE_BATCH = 50
+    _node, identity = wide
+    now = timezone.now()
+    users = [UserFactory() for _ in range(30)]
+    submissions = [submit(users[i % 30], problem, now=now) for i in range(300)]
+    assert _judge_all(identity, lambda job: "AC", now=now) == 300
+    _drain_events(now)
+    assert FirstAccepted.objects.filter(problem=problem).count() == 30
+
+    operation = rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+    assert operation.total == 300
+    # The new test data fails every submission of the first ten users.
+    failing = {u.pk for u in users[:10]}
+    later = now + timedelta(seconds=5)
+    progress = []
+    while rejudges_advance(now=later):
+        queued = JudgeJob.objects.filter(state=JobState.QUEUED, priority_class=PriorityClass.REJUDGE).count()
+        assert queued <= 50  # a batch at a time, never the whole operation
+        _judge_all(identity, lambda job: "WA" if job.user_id in failing else "AC", now=later)
+        progress.append(rejudge_progress(operation)["judged"])
+    assert progress == sorted(progress) and progress[-1] == 300
+    rejudges_advance(now=later)  # finds nothing left and closes the operation
+    operation.refresh_from_db()
+    assert rejudge_progress(operation) == {"id": operation.pk, "state": RejudgeState.DONE, "total": 300,
+                                           "enqueued": 300, "judged": 300, "changed": 100, "skipped": 0}
+    _drain_events(later)
+    assert set(FirstAccepted.objects.filter(problem=problem).values_list("user_id", flat=True)) == {
+        u.pk for u in users[10:]}
+    assert Submission.objects.filter(pk__in=[s.pk for s in submissions], verdict="WA").count() == 100
+
+
+def test_cancelling_mid_way_stops_enqueuing_and_leaves_what_ran(problem, wide, settings):
+    settings.KECE_REJUDGE_BATCH = 20
+    _node, identity = wide
+    now = timezone.now()
+    operation = _judged_then_rejudged(problem, identity, 60, now=now)
+    assert rejudges_advance(now=now) == 20
+    _judge_all(identity, lambda job: "WA", now=now)
+    assert rejudges_advance(now=now) == 20
+    cancelled = rejudge_cancel(rejudge_id=operation.pk, now=now)
+    assert rejudges_advance(now=now) == 0
+    _judge_all(identity, lambda job: "WA", now=now)
+    assert rejudge_progress(cancelled) == {"id": operation.pk, "state": RejudgeState.CANCELLED, "total": 60,
+                                           "enqueued": 40, "judged": 40, "changed": 40, "skipped": 0}
+    assert Submission.objects.filter(problem=problem, verdict="WA").count() == 40
+    assert Submission.objects.filter(problem=problem, verdict="AC").count() == 20
+
+
+def test_a_bulk_rejudge_pauses_while_its_pool_throttles_and_resumes_when_it_recovers(problem, wide, settings):
+    _node, identity = wide
+    now = timezone.now()
+    operation = _judged_then_rejudged(problem, identity, 5, now=now)
+    settings.KECE_THROTTLE_BACKLOG = {"*": 2}
+    for _ in range(2):
+        submit(UserFactory(), problem, now=now)
+    assert rejudges_advance(now=now) == 0
+    _judge_all(identity, lambda job: "AC", now=now)  # the pool drains
+    assert rejudges_advance(now=now) == 5
+    assert rejudge_progress(operation)["enqueued"] == 5
+
+
+def test_a_node_selector_takes_what_the_node_judged_in_the_range_and_nothing_else(problem, settings):
+    group = HostGroupFactory(total_slots=8)
+    bad, bad_identity = make_node(pool="python", max_slots=4, host_group=group)
+    _good, good_identity = make_node(pool="python", max_slots=4, host_group=group)
+    start = timezone.now()
+    before = submit(UserFactory(), problem, now=start - timedelta(hours=1))
+    _judge_all(bad_identity, lambda job: "AC", now=start - timedelta(hours=1))
+    by_bad = [submit(UserFactory(), problem, now=start) for _ in range(3)]
+    _judge_all(bad_identity, lambda job: "AC", now=start + timedelta(minutes=1))
+    by_good = submit(UserFactory(), problem, now=start)
+    _judge_all(good_identity, lambda job: "AC", now=start + timedelta(minutes=1))
+    after = submit(UserFactory(), problem, now=start + timedelta(hours=2))
+    _judge_all(bad_identity, lambda job: "AC", now=start + timedelta(hours=2))
+
+    operation = rejudge_request(selector={"nodeId": bad.pk, "since": start, "until": start + timedelta(hours=1)},
+                                actor=None, now=start + timedelta(hours=3))
+    chosen = set(operation.items.values_list("submission_id", flat=True))
+    assert chosen == {s.pk for s in by_bad}
+    assert not chosen & {before.pk, by_good.pk, after.pk}
+    with pytest.raises(Invalid):
+        rejudge_request(selector={"nodeId": 10**9, "since": start}, actor=None, now=start)
+
+
+def test_a_submission_deleted_before_its_turn_is_skipped_and_counted_done(problem, wide):
+    from judging.services.rejudge import submission_delete
+
+    _node, identity = wide
+    now = timezone.now()
+    first, second = submit(UserFactory(), problem, now=now), submit(UserFactory(), problem, now=now)
+    _judge_all(identity, lambda job: "AC", now=now)
+    operation = rejudge_request(selector={"submissions": [{"type": "ALGO", "id": first.pk},
+                                                          {"type": "ALGO", "id": second.pk}]}, actor=None, now=now)
+    submission_delete(submission_type="ALGO", submission_id=second.pk, now=now)
+    assert rejudges_advance(now=now) == 2
+    _judge_all(identity, lambda job: "AC", now=now)
+    rejudges_advance(now=now)
+    operation.refresh_from_db()
+    assert rejudge_progress(operation) == {"id": operation.pk, "state": RejudgeState.DONE, "total": 2,
+                                           "enqueued": 1, "judged": 2, "changed": 0, "skipped": 1}
