@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from judging.identity import NodeIdentity
-from judging.models import JobKind, JobState, JudgeJob
+from judging import priority
+from judging.models import JobKind, JobState, JudgeJob, PriorityClass
 from judging.services.claim import job_claim
 from judging.timing import lease_ttl, offline_after
 from kece.errors import Unauthenticated
@@ -217,7 +218,9 @@ def test_jobs_are_claimed_oldest_available_first(student, problem, node_a):
     node, identity = node_a
     first, second, third = (submit(student, problem) for _ in range(3))
     now = timezone.now()
-    JudgeJob.objects.filter(submission_id=third.pk).update(available_at=now - timedelta(minutes=5))
+    due = now - timedelta(minutes=5)
+    JudgeJob.objects.filter(submission_id=third.pk).update(
+        available_at=due, claim_key=priority.claim_key(PriorityClass.PRACTICE, due))
     [a, b] = _claim(identity, free_slots=2, now=now).jobs
     assert [a.submission_id, b.submission_id] == [third.pk, first.pk]
 

@@ -197,7 +197,8 @@ def test_a_violation_names_both_locks_and_the_order(rows):
             lock_node(node.pk)
     assert str(refused.value) == (
         f"lock order violation: NODE {node.pk} requested after JOB {job_id} "
-        "(order is host group → node → submission → job → event → derived, ascending keys)")
+        "(order is host group → node → problem/practice → exam participant → submission → job → event → derived,"
+        " ascending keys)")
     with pytest.raises(LockOrderViolation) as refused:
         with transaction.atomic():
             lock_submission("SQL", 1)
@@ -214,7 +215,7 @@ def test_a_write_without_the_lock_names_the_rows(rows):
         with transaction.atomic():
             lock_job(ids[0])
             update_locked_jobs(ids, error="x")
-    assert str(refused.value) == f"write to rows [(<Rank.JOB: 4>, {ids[1]})] that this transaction has not locked"
+    assert str(refused.value) == f"write to rows [(<Rank.JOB: 6>, {ids[1]})] that this transaction has not locked"
     with pytest.raises(LockOrderViolation) as refused:
         lock_job(ids[0])
     assert str(refused.value) == "row locks may only be taken inside transaction.atomic()"
