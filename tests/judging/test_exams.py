@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from judging.models import (
-    DbSubmission, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, Submission,
+    DbSubmission, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, PriorityClass, Submission,
 )
 from judging.services.events import events_dispatch
 from judging.api.exams import result_json
@@ -273,3 +273,20 @@ def test_a_submit_in_flight_when_its_practice_or_problem_is_deleted_is_swept_too
     submission = Submission.objects.get(pk=results[0].pk)
     assert submission.deleted_at is not None, "the submit in flight escaped the deletion's sweep"
     assert JudgeJob.objects.get(pk=submission.current_judge_job_id).state == JobState.CANCELLED
+
+
+@pytest.mark.parametrize("mode", ["ACM", "OI"])
+def test_exam_work_goes_first_in_its_pool_whatever_waits_there(student, problem, node_a, mode):
+    """An exam's jobs (judged at once in ACM, at the hand-in in OI) are of the EXAM class:
+    they are claimed before the practice work already waiting in the pool."""
+    _, identity = node_a
+    practice = [submit(UserFactory(), problem) for _ in range(3)]
+    exam = make_exam(problem, mode=mode, participants=[student])
+    answer = submit(student, problem, exam_id=exam.pk)
+    if mode == "OI":
+        assert answer.current_judge_job_id is None  # saved, judged at the hand-in
+        exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+    answer.refresh_from_db()
+    assert JudgeJob.objects.get(pk=answer.current_judge_job_id).priority_class == PriorityClass.EXAM
+    [first] = claim(identity, free_slots=1)
+    assert first.submission_id == answer.pk and first.pk not in {p.current_judge_job_id for p in practice}
