@@ -11,6 +11,7 @@ from tests.live import ROOT, operator_environment
 def _server(env):
     """uvicorn on a socket bound here and handed over: what answers on its port is this process."""
     with socket.socket() as listener:
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as tests.live.LiveServer
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         process = subprocess.Popen([sys.executable, "-m", "uvicorn", "kece.asgi:application",
