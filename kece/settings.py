@@ -134,7 +134,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env.str("REDIS_URL", default="")
 
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "kece"}}
 
@@ -198,6 +198,11 @@ KECE_CLAIM_WAIT_MS = _positive_ms("KECE_CLAIM_WAIT_MS", 15000)
 KECE_REAP_INTERVAL_MS = _positive_ms("KECE_REAP_INTERVAL_MS", 5000)
 KECE_EVENT_INTERVAL_MS = _positive_ms("KECE_EVENT_INTERVAL_MS", 2000)
 KECE_SNAPSHOT_INTERVAL_MS = _positive_ms("KECE_SNAPSHOT_INTERVAL_MS", 5000)
+# A web process answers from the snapshot it last read for this long before reading the
+# cache again (0: every visit reads it). The summary already lets any cache share it for 5 s.
+KECE_STATUS_REUSE_MS = env.int("KECE_STATUS_REUSE_MS", default=1000)
+if KECE_STATUS_REUSE_MS < 0:
+    raise ImproperlyConfigured(f"KECE_STATUS_REUSE_MS must be 0 or more milliseconds, got {KECE_STATUS_REUSE_MS}")
 # How often an open page refreshes the judge status panel and top bar (paused while hidden).
 KECE_STATUS_REFRESH_MS = _positive_ms("KECE_STATUS_REFRESH_MS", 30000)
 # The console compares its per-pool figures this often and tells open pages what changed;

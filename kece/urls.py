@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path, register_converter
+from django.views.decorators.csrf import csrf_exempt
+from django.views.i18n import set_language
 
 from judging import exam_pages
 from judging import pages as judging_pages
@@ -70,7 +72,10 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("i18n/", include("django.conf.urls.i18n")),
+    # Without CSRF: the language form is on pages that every anonymous visitor shares
+    # (`pools.views.home`), so it carries no per-visitor token; another site could at worst
+    # switch a visitor's language.
+    path("i18n/setlang/", csrf_exempt(set_language), name="set_language"),
     path("livez", views.alive, name="livez"),
     # Pages
     path("", pool_views.home, name="home"),

@@ -40,10 +40,14 @@ def _artifact_root(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():
+def _fresh_cache(monkeypatch):
     from django.core.cache import cache
 
+    from pools import snapshot
+
     cache.clear()
+    # The status snapshot this process last read goes with the cache it came from.
+    monkeypatch.setattr(snapshot, "_last_read", (float("-inf"), None))
     yield
 
 

@@ -1,7 +1,7 @@
 """The user API: submit code, read your own submission."""
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -69,7 +69,10 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 class SubmitView(UserView):
     @extend_schema(tags=TAGS, request=SubmitIn, parameters=[IDEMPOTENCY_KEY],
-                   responses={202: SubmitOut, **errors(409, 429)}, summary="Submit code for judging",
+                   responses={202: SubmitOut,
+                              200: OpenApiResponse(SubmitOut, description="A retry with the same Idempotency-Key: "
+                                                                          "the original submission"),
+                              **errors(409, 429)}, summary="Submit code for judging",
                    description="A practice submit into a pool beyond its backpressure thresholds is refused with "
                                "429 `throttled` and Retry-After; nothing is written.")
     def post(self, request):

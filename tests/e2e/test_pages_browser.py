@@ -33,9 +33,10 @@ def person(username: str):
 
 @pytest.fixture
 def quiet_server(tls, tmp_path):
-    """A server whose snapshots come only from the test (no periodic work of its own)."""
+    """A server whose snapshots come only from the test (no periodic work of its own), and
+    that reads the one the test just wrote on every visit."""
     live = start_server(tls, tmp_path, KECE_IN_PROCESS_SCHEDULER=0, KECE_STATUS_REFRESH_MS=1000,
-                        KECE_SERVE_STATIC=1)
+                        KECE_STATUS_REUSE_MS=0, KECE_SERVE_STATIC=1)
     yield live
     live.stop()
 

@@ -124,15 +124,94 @@ class CountingCache:
         return getattr(self.inner, name)
 
 
+@pytest.fixture
+def clock(monkeypatch):
+    """The monotonic clock the snapshot reader sees, which the test can move on."""
+    from time import monotonic
+
+    moved = [0.0]
+    monkeypatch.setattr(snapshot, "monotonic", lambda: monotonic() + moved[0])
+    return moved
+
+
+def past_the_reuse_window(clock, settings):
+    clock[0] += settings.KECE_STATUS_REUSE_MS / 1000 + 1
+
+
 def test_a_visitor_costs_one_cache_read_even_when_only_the_last_good_snapshot_is_left(
-        client, node_a, monkeypatch):
+        client, node_a, monkeypatch, clock, settings):
     snapshot.refresh_step(now=timezone.now() - timedelta(minutes=5))
     cache.delete(snapshot.CACHE_KEY)  # the current snapshot expired; the last good one stays
+    past_the_reuse_window(clock, settings)  # as in a web process other than the one that computed it
     counting = CountingCache(cache)
     monkeypatch.setattr(snapshot, "cache", counting)
     body = client.get("/api/v1/system/judgers/summary").json()
     assert body["freshness"] == "stale" and body["readyPools"] == 1
     assert counting.reads == 1
+
+
+def test_a_web_process_reuses_the_snapshot_it_read_for_a_moment_then_reads_the_new_one(
+        client, node_a, monkeypatch, clock, settings):
+    settings.KECE_STATUS_REUSE_MS = 1000
+    first = snapshot.compute(now=timezone.now())
+    cache.set(snapshot.CACHE_KEY, first)  # written by another process (the beat task)
+    counting = CountingCache(cache)
+    monkeypatch.setattr(snapshot, "cache", counting)
+    for _ in range(5):
+        assert client.get("/api/v1/system/judgers/summary").json()["asOf"] == first["asOf"]
+    assert counting.reads == 1
+    make_node(pool="cpp")
+    newer = snapshot.compute(now=timezone.now() + timedelta(seconds=1))
+    cache.set(snapshot.CACHE_KEY, newer)
+    assert client.get("/api/v1/system/judgers/summary").json()["asOf"] == first["asOf"]  # within the moment
+    past_the_reuse_window(clock, settings)
+    body = client.get("/api/v1/system/judgers/summary").json()
+    assert (body["asOf"], body["readyPools"]) == (newer["asOf"], 2) and counting.reads == 2
+    settings.KECE_STATUS_REUSE_MS = 0  # every visit reads the cache
+    client.get("/")
+    client.get("/api/v1/system/judgers/summary")
+    assert counting.reads == 4
+
+
+def test_anonymous_visitors_share_one_rendering_of_the_homepage_until_the_status_changes(node_a):
+    from django.test import Client
+
+    snapshot.refresh_step()
+    first, second = Client().get("/"), Client().get("/")
+    assert first.content == second.content and "1 / 5 runtimes available" in first.content.decode()
+    assert [t.name for t in first.templates][:1] == ["home.html"] and second.templates == []  # not rendered again
+    assert "Cookie" in second["Vary"] and "Accept-Language" in second["Vary"]
+    assert "csrftoken" not in second.cookies and "csrfmiddlewaretoken" not in second.content.decode()
+    chinese = Client(HTTP_ACCEPT_LANGUAGE="zh-hans").get("/").content.decode()
+    assert "1 / 5 个运行时可用" in chinese
+    make_node(pool="cpp")
+    snapshot.refresh_step(now=timezone.now() + timedelta(seconds=1))
+    assert "2 / 5 runtimes available" in Client().get("/").content.decode()
+    with_query = Client().get("/?from=mail")  # its links keep the query: rendered for it
+    assert with_query.templates and "2 / 5 runtimes available" in with_query.content.decode()
+
+
+def test_a_signed_in_visitor_never_gets_the_shared_homepage(client, student, node_a):
+    from django.test import Client
+
+    snapshot.refresh_step()
+    assert "Sign in" in Client().get("/").content.decode()  # the shared page exists now
+    client.force_login(student)
+    page = client.get("/").content.decode()
+    assert "student" in page and "Sign out" in page and 'class="signin"' not in page
+
+
+def test_the_language_switch_works_from_the_shared_homepage(node_a):
+    from django.test import Client
+
+    snapshot.refresh_step()
+    Client().get("/")  # another visitor's visit made the shared page
+    visitor = Client(enforce_csrf_checks=True)
+    page = visitor.get("/").content.decode()
+    assert 'action="/i18n/setlang/"' in page
+    switched = visitor.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    assert switched.status_code == 302 and switched["Location"] == "/"
+    assert "1 / 5 个运行时可用" in visitor.get("/").content.decode()
 
 
 def test_the_summary_lets_a_proxy_share_it_and_answers_conditional_gets(client, node_a):
@@ -190,12 +269,14 @@ def private_redis(settings, tmp_path):
     process.wait()
 
 
-def test_an_unreadable_cache_shows_status_unavailable_with_the_last_good_time(client, private_redis, node_a):
+def test_an_unreadable_cache_shows_status_unavailable_with_the_last_good_time(
+        client, private_redis, node_a, clock, settings):
     good = snapshot.refresh_step()
     page = client.get("/").content.decode()
     assert "1 / 5 runtimes available" in page
     private_redis.kill()
     private_redis.wait()
+    past_the_reuse_window(clock, settings)
     body = client.get("/api/v1/system/judgers/summary").json()
     assert body["freshness"] == "unavailable" and body["readyPools"] == 0 and body["asOf"] is None
     assert all(p["status"] == "UNAVAILABLE" for p in body["pools"])
