@@ -66,7 +66,8 @@ def node_host_group_id(node_id: int) -> int | None:
     return JudgeNode.objects.filter(pk=node_id).values_list("host_group_id", flat=True).first()
 
 
-def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
+def job_claim(*, identity: NodeIdentity, free_slots: int, now, carried_by: int | None = None,
+              resend: bool = False) -> ClaimResult:
     """Lease up to `free_slots` jobs to the node.
 
     1. Find the node's host group (the identity's hint, else a read without locks), then
@@ -80,6 +81,10 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
     Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
     get only the diagnostic jobs bound to them.
+
+    A claim carried on the result post of job `carried_by` marks what it leases with that
+    job; with `resend` (the same post again: its answer was lost) the live leases such a
+    claim made are sent again first (`carried_jobs`), and only the slots beyond them leased.
     """
     group_id = identity.host_group_id
     for _ in range(3):
@@ -94,7 +99,14 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
                 group_id = None  # moved in between: look again
                 continue
             check_node_identity(node, identity)
-            return claim_locked(node, group, free_slots=free_slots, now=now)
+            again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=carried_by,
+                                 now=now) if resend else []
+            result = claim_locked(node, group, free_slots=free_slots - len(again), now=now, carried_by=carried_by)
+            if again:
+                logger.info("carried jobs sent again", extra={"job": carried_by, "node": node.pk,
+                                                              "jobs": [j.pk for j in again]})
+                result.jobs = again + result.jobs
+            return result
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
@@ -121,7 +133,8 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
         return result
 
     where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed)
-    jobs = claim_queued_jobs(where, params, limit=n)
+    # Never the job whose result carries this claim, if it was given back.
+    jobs = claim_queued_jobs(where, params, limit=n, excluding=[carried_by] if carried_by else ())
     if not jobs:
         result.reason = "empty" if judge_jobs_allowed else "not_ready"
         return result
