@@ -67,6 +67,7 @@ class ExamForm(_Form):
 
 
 class ProblemRowForm(_Form):
+    lead = ("problem", "points")  # shown before Position and Remove
     problem = forms.TypedChoiceField(label=_("Problem"), coerce=int)
     points = forms.IntegerField(label=_("Points"), min_value=0, max_value=100000, initial=100)
 
@@ -85,6 +86,7 @@ def _numbers(text: str) -> list[int] | None:
 
 
 class QuestionRowForm(_Form):
+    lead = ("kind", "points")  # shown before Position and Remove; the texts follow
     # An initial kind, so that an untouched blank row is not a change.
     kind = forms.ChoiceField(label=_("Kind"), choices=KIND_CHOICES, initial=QuestionKind.SINGLE)
     points = forms.IntegerField(label=_("Points"), min_value=0, max_value=100000, initial=10)
@@ -128,6 +130,7 @@ class _OrderedFormSet(forms.BaseFormSet):
         super().add_fields(form, index)
         form.fields["ORDER"].label = _("Position")
         form.fields["DELETE"].label = _("Remove")
+        form.order_fields([*form.lead, "ORDER", "DELETE"])
 
     def kept(self):
         """The rows to save, in their chosen order (call after is_valid)."""

@@ -46,8 +46,8 @@ def posted_revision(request) -> int:
 
 def conflict_words() -> str:
     return _("Someone else saved this while you were editing it. Nothing of yours was saved: what you typed is "
-             "still below, and the saved version is shown beside it. Save again to replace the saved version with "
-             "yours, or leave the page to keep it.")
+             "still in the form, and the saved version is shown above it. Save again to replace the saved version "
+             "with yours, or leave the page to keep it.")
 
 
 def _when(moment) -> str:
