@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from judging.console.forms import LessonForm, PracticeForm, problem_choices
 from judging.console.views import (
-    conflict_words, exam_admins_only, live_or_404, paged, posted_revision, saved_facts,
+    confirmed, conflict_words, exam_admins_only, live_or_404, paged, posted_revision, saved_facts,
 )
 from judging.models import Lesson, LessonPractice
 from judging.selectors import deletion_impact
@@ -116,14 +116,11 @@ def practice_edit(request, lesson_id: int | None = None, practice_id: int | None
 @exam_admins_only
 def practice_delete(request, practice_id: int):
     practice = live_or_404(LessonPractice, practice_id)
-    if request.method == "POST":
-        try:
-            lessons.practice_delete(practice_id=practice.pk, now=timezone.now())
-        except NotFound:
-            raise Http404 from None
-        messages.success(request, _("Deleted “%(title)s”.") % {"title": practice.title})
-        return redirect("lesson-admin-detail", lesson_id=practice.lesson_id) if practice.lesson_id else \
-            redirect("lesson-admin")
-    return render(request, "judging/console/confirm_delete.html", {
-        "title": practice.title, "impact": deletion_impact(lesson_practice=practice), "kind": "practice",
-        "back": reverse("practice-admin", kwargs={"practice_id": practice.pk})})
+    return confirmed(
+        request, act=lambda: lessons.practice_delete(practice_id=practice.pk, now=timezone.now()),
+        done=_("Deleted “%(title)s”.") % {"title": practice.title},
+        after=reverse("lesson-admin-detail", kwargs={"lesson_id": practice.lesson_id}) if practice.lesson_id
+        else reverse("lesson-admin"),
+        template="judging/console/confirm_delete.html", context=lambda: {
+            "title": practice.title, "kind": "practice", "impact": deletion_impact(lesson_practice=practice),
+            "back": reverse("practice-admin", kwargs={"practice_id": practice.pk})})

@@ -8,6 +8,7 @@ and the page shows what the user typed again, with the saved version beside it.
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -78,8 +79,6 @@ def paged(request, rows):
 @require_http_methods(["GET"])
 @exam_admins_only
 def exam_list(request):
-    from django.db.models import Count
-
     now = timezone.now()
     page = paged(request, Exam.objects.filter(deleted_at__isnull=True).annotate(
         participant_count=Count("participants")).order_by("-starts_at", "-id"))
@@ -245,37 +244,46 @@ def exam_results(request, exam_id: int):
 
 # --- publish and delete ---------------------------------------------------------------------------
 
+def confirmed(request, *, act, done: str, after: str, template: str, context):
+    """A confirmation page (GET: the template with `context()`, what the action would do) and
+    the action it confirms (POST: `act()`, a service call; then `done` is flashed and the
+    browser goes on to `after`)."""
+    if request.method == "POST":
+        try:
+            act()
+        except NotFound:
+            raise Http404 from None
+        messages.success(request, done)
+        return redirect(after)
+    return render(request, template, context())
+
+
+def _publish_context(exam) -> dict:
+    participants = ExamParticipant.objects.filter(exam=exam)
+    return {"exam": exam, "ended": timezone.now() >= exam.ends_at, "participants": participants.count(),
+            "handed_in": participants.filter(handed_in_at__isnull=False).count(),
+            "judging": deletion_impact(exam=exam)["open_jobs"], "results": display.results_words(exam)}
+
+
 @require_http_methods(["GET", "POST"])
 @exam_admins_only
 def exam_publish(request, exam_id: int):
     exam = live_or_404(Exam, exam_id)
-    if request.method == "POST":
-        try:
-            exam = exams.exam_publish(exam_id=exam.pk, now=timezone.now())
-        except NotFound:
-            raise Http404 from None
-        messages.success(request, _("The results of “%(title)s” are published.") % {"title": exam.title})
-        return redirect("exam-admin-detail", exam_id=exam.pk)
-    now = timezone.now()
-    participants = ExamParticipant.objects.filter(exam=exam)
-    context = {"exam": exam, "ended": now >= exam.ends_at, "participants": participants.count(),
-               "handed_in": participants.filter(handed_in_at__isnull=False).count(),
-               "judging": deletion_impact(exam=exam)["open_jobs"], "results": display.results_words(exam)}
-    return render(request, "judging/console/exam_publish.html", context)
+    return confirmed(
+        request, act=lambda: exams.exam_publish(exam_id=exam.pk, now=timezone.now()),
+        done=_("The results of “%(title)s” are published.") % {"title": exam.title},
+        after=reverse("exam-admin-detail", kwargs={"exam_id": exam.pk}),
+        template="judging/console/exam_publish.html", context=lambda: _publish_context(exam))
 
 
 @require_http_methods(["GET", "POST"])
 @exam_admins_only
 def exam_delete(request, exam_id: int):
     exam = live_or_404(Exam, exam_id)
-    if request.method == "POST":
-        try:
-            exams.exam_delete(exam_id=exam.pk, now=timezone.now())
-        except NotFound:
-            raise Http404 from None
-        messages.success(request, _("Deleted “%(title)s”.") % {"title": exam.title})
-        return redirect("exam-admin")
-    return render(request, "judging/console/confirm_delete.html", {
-        "title": exam.title, "impact": deletion_impact(exam=exam),
-        "back": reverse("exam-admin-detail", kwargs={"exam_id": exam.pk}),
-        "participants": ExamParticipant.objects.filter(exam=exam).count(), "kind": "exam"})
+    return confirmed(
+        request, act=lambda: exams.exam_delete(exam_id=exam.pk, now=timezone.now()),
+        done=_("Deleted “%(title)s”.") % {"title": exam.title}, after=reverse("exam-admin"),
+        template="judging/console/confirm_delete.html", context=lambda: {
+            "title": exam.title, "kind": "exam", "impact": deletion_impact(exam=exam),
+            "participants": ExamParticipant.objects.filter(exam=exam).count(),
+            "back": reverse("exam-admin-detail", kwargs={"exam_id": exam.pk})})

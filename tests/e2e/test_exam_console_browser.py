@@ -125,23 +125,17 @@ def test_an_exam_manager_creates_an_exam_adds_a_participant_and_publishes(quiet_
     page.context.close()
 
     chinese = new_page(chromium, language="zh-CN")
-    chinese.goto(f"{base}/accounts/login/?next=/admin/exams/{exam.pk}")
-    chinese.get_by_label("用户名").fill("tina")
-    chinese.get_by_label("密码").fill(PASSWORD)
-    chinese.get_by_role("button", name="登录").click()
-    chinese.wait_for_url(f"{base}/admin/exams/{exam.pk}")
+    sign_in(chinese, base, "tina", PASSWORD, f"/admin/exams/{exam.pk}", language="zh-CN")
     text = chinese.locator("main").inner_text()
     assert "考生" in text and "已公布" in text and "进行中" in text and "添加考生" in text
     assert chinese.locator("#nav-exam-admin").inner_text() == "考试管理"
-    screenshot(chinese, "exam-admin-detail-1280-zh")
-    chinese.goto(base + "/admin/exams/new")
-    assert "开始时间（UTC）" in chinese.locator("main").inner_text()
-    screenshot(chinese, "exam-admin-create-1280-zh")
-    chinese.goto(f"{base}/admin/exams/{exam.pk}/results")
-    screenshot(chinese, "exam-admin-results-1280-zh")
-    chinese.set_viewport_size({"width": 390, "height": 900})
-    chinese.goto(base + "/admin/exams")
-    screenshot(chinese, "exam-admin-list-390-zh")
+    for width, path, name in ((1280, f"/admin/exams/{exam.pk}", "detail"), (1280, "/admin/exams/new", "create"),
+                              (1280, f"/admin/exams/{exam.pk}/results", "results"), (390, "/admin/exams", "list")):
+        chinese.set_viewport_size({"width": width, "height": 900})
+        chinese.goto(base + path)
+        assert "考试与课程" in chinese.locator(".console-nav").get_attribute("aria-label")
+        screenshot(chinese, f"exam-admin-{name}-{width}-zh")
+    assert "开始时间（UTC）" in chinese.locator("table.exams").inner_text()
     chinese.context.close()
 
     student = new_page(chromium)
