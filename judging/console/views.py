@@ -3,7 +3,7 @@
 an exam. `judging.manage_exams` (or `nodes.manage_judgers`) only, as for the admin API.
 
 A change is based on the revision the form was read at: a stale one is refused by the service,
-and the page shows what the user typed again, with the saved version beside it.
+and the page shows what the user typed again, with the saved version above it.
 """
 
 from django.contrib import messages
@@ -27,7 +27,6 @@ from kece.errors import Invalid, NotFound, RevisionConflict
 from kece.permissions import can_manage_exams, pages_for
 
 PAGE_SIZE = 50
-FIXED = "fixed once the exam has started"
 
 # Anonymous → the login page; signed in without the permission → the 403 page.
 exam_admins_only = pages_for(can_manage_exams)
@@ -129,12 +128,12 @@ def _place_exam_refusal(exc: Invalid, form, problems, questions) -> str:
     fields, left = exc.fields or {}, ""
     if "endsAt" in fields:
         form.add_error("ends_at", _("The exam must end after it starts."))
-    if fields.get("mode") == [FIXED]:
+    if fields.get("mode") == [exams.FIXED_ONCE_STARTED]:
         form.add_error("mode", _("The mode is fixed once the exam has started (or anyone has answered)."))
     for name, rows in (("problems", problems), ("questions", questions)):
         if name not in fields:
             continue
-        if fields[name] == [FIXED]:
+        if fields[name] == [exams.FIXED_ONCE_STARTED]:
             rows.non_form_errors().append(
                 _("The problems and questions are fixed once the exam has started (or anyone has answered); "
                   "the title and times can still change."))

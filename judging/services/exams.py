@@ -23,6 +23,8 @@ from kece.errors import ExamClosed, Invalid, NotFound, RevisionConflict
 logger = logging.getLogger("kece.exams")
 
 NOT_STARTED, OPEN, HANDED_IN, CLOSED = "NOT_STARTED", "OPEN", "HANDED_IN", "CLOSED"
+# How `exam_update` names a field it refuses to change once the exam has started.
+FIXED_ONCE_STARTED = "fixed once the exam has started"
 
 
 def participant_state(exam, participant, *, now) -> str:
@@ -300,7 +302,7 @@ def exam_update(*, exam_id: int, revision: int, changes: dict, now) -> Exam:
     content = _content_changes(exam, mode=changes.get("mode"), problems=problems, questions=questions)
     if content and (min(exam.starts_at, changes.get("starts_at", exam.starts_at)) <= now or _taken(exam)):
         raise Invalid("An exam's mode, problems and questions are fixed once it has started.",
-                      fields={name: ["fixed once the exam has started"] for name in content})
+                      fields={name: [FIXED_ONCE_STARTED] for name in content})
     with transaction.atomic(durable=True):
         # The revision read is the one the checks above saw: a change in between is a conflict.
         exam = update_at_revision(Exam, exam_id, revision, changes)
