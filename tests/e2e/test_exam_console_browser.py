@@ -122,6 +122,24 @@ def test_an_exam_manager_creates_an_exam_adds_a_participant_and_publishes(quiet_
     page.set_viewport_size({"width": 390, "height": 900})
     page.goto(base + "/admin/exams/new")
     screenshot(page, "exam-admin-create-390-en")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # A lesson with a practice of both problems.
+    page.get_by_role("link", name="Lessons", exact=True).click()
+    page.get_by_label("Title", exact=True).fill("Week 1")
+    page.get_by_role("button", name="Create the lesson").click()
+    page.wait_for_url(re.compile(r"/admin/lessons/\d+$"))
+    page.get_by_role("link", name="Add a practice").click()
+    page.get_by_label("Title", exact=True).fill("Warm-up")
+    page.get_by_label(f"#{algo.pk} {algo.title}").check()
+    page.get_by_label(f"#{sql.pk} {sql.title}").check()
+    screenshot(page, "lesson-admin-practice-1280-en")
+    page.get_by_role("button", name="Add the practice").click()
+    page.wait_for_url(re.compile(r"/admin/lessons/\d+$"))
+    assert "Saved “Warm-up”." in page.locator(".messages").inner_text()
+    assert "2" in page.locator("table.practices").inner_text()
+    screenshot(page, "lesson-admin-lesson-1280-en")
+    lesson_path = page.url[len(base):]
     page.context.close()
 
     chinese = new_page(chromium, language="zh-CN")
@@ -129,12 +147,14 @@ def test_an_exam_manager_creates_an_exam_adds_a_participant_and_publishes(quiet_
     text = chinese.locator("main").inner_text()
     assert "考生" in text and "已公布" in text and "进行中" in text and "添加考生" in text
     assert chinese.locator("#nav-exam-admin").inner_text() == "考试管理"
-    for width, path, name in ((1280, f"/admin/exams/{exam.pk}", "detail"), (1280, "/admin/exams/new", "create"),
-                              (1280, f"/admin/exams/{exam.pk}/results", "results"), (390, "/admin/exams", "list")):
+    for width, path, name in ((1280, f"/admin/exams/{exam.pk}", "exam-admin-detail"),
+                              (1280, "/admin/exams/new", "exam-admin-create"),
+                              (1280, f"/admin/exams/{exam.pk}/results", "exam-admin-results"),
+                              (1280, lesson_path, "lesson-admin-lesson"), (390, "/admin/exams", "exam-admin-list")):
         chinese.set_viewport_size({"width": width, "height": 900})
         chinese.goto(base + path)
         assert "考试与课程" in chinese.locator(".console-nav").get_attribute("aria-label")
-        screenshot(chinese, f"exam-admin-{name}-{width}-zh")
+        screenshot(chinese, f"{name}-{width}-zh")
     assert "开始时间（UTC）" in chinese.locator("table.exams").inner_text()
     chinese.context.close()
 
