@@ -1,5 +1,6 @@
-"""Django admin for what the admin API does not cover: editing an exam's problems,
-questions and participants, and lessons with their practices."""
+"""Django admin: the rows of exams (problems, questions, participants) and of lessons with
+their practices. Admins manage them on the site's pages (`judging.console`), through the
+services; this is for looking at the rows."""
 
 from django.contrib import admin
 

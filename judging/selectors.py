@@ -122,3 +122,45 @@ def job_payload(job, *, now) -> dict:
     if "ownChecks" in snapshot:
         payload["ownChecks"] = bool(snapshot["ownChecks"])
     return payload
+
+
+def deletion_impact(**link) -> dict:
+    """What deleting an exam, practice or problem would take with it: its live submissions
+    (`link` names them, as `delete_with_submissions` does) and their open judge jobs."""
+    from judging.models import SUBMISSION_MODELS, JudgeJob
+
+    submissions, jobs = 0, []
+    for model in SUBMISSION_MODELS.values():
+        rows = model.objects.filter(deleted_at__isnull=True, **link)
+        submissions += rows.count()
+        jobs += [pk for pk in rows.values_list("current_judge_job_id", flat=True) if pk is not None]
+    return {"submissions": submissions,
+            "open_jobs": JudgeJob.objects.filter(pk__in=jobs, state__in=JobState.ACTIVE).count()}
+
+
+def exam_standings(exam, participants, *, now) -> list[dict]:
+    """One row per participant: state, hand-in, the score of each exam problem and question
+    (None where there is none yet: not judged, not answered or not handed in) and the total,
+    from the same rows as a participant's own result (`exam_score`, the scored answers)."""
+    from judging.models import ExamAnswer, ExamScore
+    from judging.services.exams import participant_state
+
+    problems, questions = list(exam.problems.all()), list(exam.questions.all())
+    users = [p.user_id for p in participants]
+    scores = {(s.user_id, s.problem_id): s for s in ExamScore.objects.filter(exam=exam, user_id__in=users)}
+    answers = {(a.participant_id, a.question_id): a.score
+               for a in ExamAnswer.objects.filter(participant__in=[p.pk for p in participants])}
+    rows = []
+    for participant in participants:
+        by_problem = [scores.get((participant.user_id, p.problem_id)) for p in problems]
+        by_question = [answers.get((participant.pk, q.pk)) for q in questions]
+        handed_in = participant.handed_in_at is not None
+        known = handed_in or any(by_problem)
+        rows.append({
+            "participant": participant, "state": participant_state(exam, participant, now=now),
+            "problems": by_problem, "questions": by_question if handed_in else [None] * len(questions),
+            "objective": participant.objective_score if handed_in else None,
+            "total": sum(s.points for s in by_problem if s) + (participant.objective_score if handed_in else 0)
+            if known else None,
+        })
+    return rows

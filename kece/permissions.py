@@ -1,4 +1,6 @@
-"""Who may call the admin and user APIs."""
+"""Who may call the admin and user APIs, and open the admin pages."""
+
+import functools
 
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import BasePermission
@@ -44,3 +46,23 @@ class ManagesExams(_Needs):
 
     message = "Managing exams needs the judging.manage_exams permission."
     allows = staticmethod(can_manage_exams)
+
+
+def pages_for(allows):
+    """A page view decorator: anonymous → the login page; signed in without what `allows`
+    checks → the 403 page. Admin pages show live figures (and a join code once): not stored."""
+    def decorator(view):
+        @functools.wraps(view)
+        def guarded(request, *args, **kwargs):
+            from django.contrib.auth.views import redirect_to_login
+            from django.core.exceptions import PermissionDenied
+
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not allows(request.user):
+                raise PermissionDenied
+            response = view(request, *args, **kwargs)
+            response["Cache-Control"] = "no-store"
+            return response
+        return guarded
+    return decorator

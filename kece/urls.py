@@ -81,6 +81,7 @@ urlpatterns = [
     path("", pool_views.home, name="home"),
     path("status/panel", pool_views.status_panel, name="status-panel"),
     path("", include("nodes.console.urls")),
+    path("", include("judging.console.urls")),
     path("problems", judging_pages.problem_list, name="problems"),
     path("exams", exam_pages.exam_list, name="exams"),
     path("exams/<id:exam_id>", exam_pages.exam_detail, name="exam"),

@@ -49,9 +49,15 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
-def sign_in(page, base_url: str, username: str, password: str, next_path: str = "/") -> None:
+# The sign-in form's labels in the language a page was opened with (`new_page`).
+SIGN_IN_LABELS = {"en": ("Username", "Password", "Sign in"), "zh-CN": ("用户名", "密码", "登录")}
+
+
+def sign_in(page, base_url: str, username: str, password: str, next_path: str = "/", *,
+            language: str = "en") -> None:
+    user_label, password_label, button = SIGN_IN_LABELS[language]
     page.goto(f"{base_url}/accounts/login/?next={next_path}")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_label(user_label).fill(username)
+    page.get_by_label(password_label).fill(password)
+    page.get_by_role("button", name=button).click()
     page.wait_for_url(f"{base_url}{next_path}")

@@ -313,7 +313,7 @@ class ExamAdminDetailView(ExamAdminView):
         data = validated(ExamPatchIn, request.data)
         names = {"title": "title", "startsAt": "starts_at", "endsAt": "ends_at"}
         exam = exams.exam_update(exam_id=exam_id, revision=data["revision"],
-                                 changes={names[k]: v for k, v in data.items() if k in names})
+                                 changes={names[k]: v for k, v in data.items() if k in names}, now=timezone.now())
         return Response(exam_admin_json(exam))
 
     @extend_schema(tags=ADMIN_TAGS, request=None, responses={204: OpenApiResponse(description="Deleted.")},

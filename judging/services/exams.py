@@ -23,6 +23,8 @@ from kece.errors import ExamClosed, Invalid, NotFound, RevisionConflict
 logger = logging.getLogger("kece.exams")
 
 NOT_STARTED, OPEN, HANDED_IN, CLOSED = "NOT_STARTED", "OPEN", "HANDED_IN", "CLOSED"
+# How `exam_update` names a field it refuses to change once the exam has started.
+FIXED_ONCE_STARTED = "fixed once the exam has started"
 
 
 def participant_state(exam, participant, *, now) -> str:
@@ -200,7 +202,9 @@ def _checked_window(starts_at, ends_at) -> None:
         raise Invalid("An exam must end after it starts.", fields={"endsAt": ["not after startsAt"]})
 
 
-def _checked_question(question: dict) -> dict:
+def question_checked(question: dict) -> dict:
+    """A question's correct set must name distinct options, exactly one for SINGLE (the pages
+    check each row with this before saving, to show the refusal next to it)."""
     options, correct = question["options"], question["correct"]
     if not options or len(set(correct)) != len(correct) or any(not 0 <= c < len(options) for c in correct) \
             or not correct or (question["kind"] == QuestionKind.SINGLE and len(correct) != 1):
@@ -209,21 +213,34 @@ def _checked_question(question: dict) -> dict:
     return question
 
 
-def exam_create(*, title: str, mode: str, starts_at, ends_at, problems: list, questions: list) -> Exam:
-    """problems: [{problem_id, points}]; questions: [{kind, prompt, options, correct, points}]."""
+def checked_problem_ids(problem_ids: list, *, field: str) -> list:
+    """Each problem exists (not a canary, not deleted) and appears once."""
     from judging.models import Problem
 
+    known = Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count()
+    if len(set(problem_ids)) != len(problem_ids) or known != len(problem_ids):
+        raise Invalid("Each problem must exist and appear once.", fields={field: ["unknown or repeated"]})
+    return problem_ids
+
+
+def _problem_rows(exam, problems: list) -> list:
+    return [ExamProblem(exam=exam, problem_id=p["problem_id"], points=p["points"], ordinal=i)
+            for i, p in enumerate(problems)]
+
+
+def _question_rows(exam, questions: list) -> list:
+    return [ExamQuestion(exam=exam, ordinal=i, **q) for i, q in enumerate(questions)]
+
+
+def exam_create(*, title: str, mode: str, starts_at, ends_at, problems: list, questions: list) -> Exam:
+    """problems: [{problem_id, points}]; questions: [{kind, prompt, options, correct, points}]."""
     _checked_window(starts_at, ends_at)
-    ids = [p["problem_id"] for p in problems]
-    known = Problem.objects.filter(pk__in=ids, is_canary=False, deleted_at__isnull=True).count()
-    if len(set(ids)) != len(ids) or known != len(ids):
-        raise Invalid("Each problem must exist and appear once.", fields={"problems": ["unknown or repeated"]})
-    checked = [_checked_question(q) for q in questions]
+    checked_problem_ids([p["problem_id"] for p in problems], field="problems")
+    checked = [question_checked(q) for q in questions]
     with transaction.atomic(durable=True):
         exam = Exam.objects.create(title=title, mode=mode, starts_at=starts_at, ends_at=ends_at)
-        ExamProblem.objects.bulk_create([ExamProblem(exam=exam, problem_id=p["problem_id"], points=p["points"],
-                                                     ordinal=i) for i, p in enumerate(problems)])
-        ExamQuestion.objects.bulk_create([ExamQuestion(exam=exam, ordinal=i, **q) for i, q in enumerate(checked)])
+        ExamProblem.objects.bulk_create(_problem_rows(exam, problems))
+        ExamQuestion.objects.bulk_create(_question_rows(exam, checked))
     logger.info("exam created", extra={"exam": exam.pk, "mode": mode})
     return exam
 
@@ -240,13 +257,63 @@ def update_at_revision(model, pk: int, revision: int, values: dict):
     return current
 
 
-def exam_update(*, exam_id: int, revision: int, changes: dict) -> Exam:
-    """Change title, start or end, based on the revision read."""
+def _content_changes(exam, *, mode, problems, questions) -> list[str]:
+    """Which of mode, problems and questions differ from what the exam holds (in order)."""
+    changed = []
+    if mode is not None and mode != exam.mode:
+        changed.append("mode")
+    if problems is not None and [(p["problem_id"], p["points"]) for p in problems] != list(
+            ExamProblem.objects.filter(exam=exam).values_list("problem_id", "points")):
+        changed.append("problems")
+    if questions is not None and [(q["kind"], q["prompt"], list(q["options"]), sorted(q["correct"]), q["points"])
+                                  for q in questions] != [
+            (q.kind, q.prompt, q.options, sorted(q.correct), q.points) for q in ExamQuestion.objects.filter(exam=exam)]:
+        changed.append("questions")
+    return changed
+
+
+def _taken(exam) -> bool:
+    """Whether anyone has answered or submitted in the exam (possible only once it opened)."""
+    return ExamAnswer.objects.filter(participant__exam=exam).exists() or any(
+        model.objects.filter(exam=exam).exists() for model in SUBMISSION_MODELS.values())
+
+
+def exam_update(*, exam_id: int, revision: int, changes: dict, now) -> Exam:
+    """Change title, mode, start, end, problems ([{problem_id, points}], in order) or questions
+    ([{kind, prompt, options, correct, points}], in order), based on the revision read.
+
+    1. The mode, problems and questions are fixed once the exam has started (by its saved or
+       its new start) or anyone has answered or submitted: a hand-in's batch and objective
+       score, and the scores derived since, are computed from them. Sending them unchanged
+       is not a change.
+    2. One conditional UPDATE on the revision; under it (the row is now locked by that
+       UPDATE) the problems and questions are replaced, in the same transaction.
+    """
     exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
     if exam is None:
         raise NotFound()
+    changes = dict(changes)
+    problems, questions = changes.pop("problems", None), changes.pop("questions", None)
     _checked_window(changes.get("starts_at", exam.starts_at), changes.get("ends_at", exam.ends_at))
-    return update_at_revision(Exam, exam_id, revision, changes)
+    if problems is not None:
+        checked_problem_ids([p["problem_id"] for p in problems], field="problems")
+    if questions is not None:
+        questions = [question_checked(q) for q in questions]
+    content = _content_changes(exam, mode=changes.get("mode"), problems=problems, questions=questions)
+    if content and (min(exam.starts_at, changes.get("starts_at", exam.starts_at)) <= now or _taken(exam)):
+        raise Invalid("An exam's mode, problems and questions are fixed once it has started.",
+                      fields={name: [FIXED_ONCE_STARTED] for name in content})
+    with transaction.atomic(durable=True):
+        # The revision read is the one the checks above saw: a change in between is a conflict.
+        exam = update_at_revision(Exam, exam_id, revision, changes)
+        if "problems" in content:
+            ExamProblem.objects.filter(exam=exam).delete()
+            ExamProblem.objects.bulk_create(_problem_rows(exam, problems))
+        if "questions" in content:
+            ExamQuestion.objects.filter(exam=exam).delete()
+            ExamQuestion.objects.bulk_create(_question_rows(exam, questions))
+    logger.info("exam updated", extra={"exam": exam.pk, "revision": exam.revision, "content": content})
+    return exam
 
 
 def exam_publish(*, exam_id: int, now) -> Exam:
@@ -260,16 +327,26 @@ def exam_publish(*, exam_id: int, now) -> Exam:
     return exam
 
 
-def participants_add(*, exam_id: int, user_ids: list) -> int:
+def participants_add(*, exam_id: int, user_ids: list = (), usernames: list = ()) -> int:
+    """Add users, by id or by username, to an exam; all of them or, if any is unknown, none
+    (the refusal names the unknown ones). Returns how many were not participants yet."""
     from django.contrib.auth import get_user_model
 
     if not Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).exists():
         raise NotFound()
-    users = set(get_user_model().objects.filter(pk__in=user_ids).values_list("pk", flat=True))
-    if users != set(user_ids):
-        raise Invalid("Some users do not exist.", fields={"userIds": sorted(set(user_ids) - users)})
+    users = get_user_model().objects
+    found = set(users.filter(pk__in=user_ids).values_list("pk", flat=True))
+    if found != set(user_ids):
+        raise Invalid("Some users do not exist.", fields={"userIds": sorted(set(user_ids) - found)})
+    if usernames:
+        named = dict(users.filter(username__in=usernames).values_list("username", "pk"))
+        # The database may compare names without regard to case; only exact names count.
+        unknown = sorted(set(usernames) - set(named))
+        if unknown:
+            raise Invalid("Some users do not exist.", fields={"usernames": unknown})
+        found |= set(named.values())
     before = ExamParticipant.objects.filter(exam_id=exam_id).count()
-    ExamParticipant.objects.bulk_create([ExamParticipant(exam_id=exam_id, user_id=pk) for pk in sorted(users)],
+    ExamParticipant.objects.bulk_create([ExamParticipant(exam_id=exam_id, user_id=pk) for pk in sorted(found)],
                                         ignore_conflicts=True)
     return ExamParticipant.objects.filter(exam_id=exam_id).count() - before
 

@@ -7,8 +7,8 @@ from django.db import transaction
 
 from judging.locking import lock_parent
 from judging.models import Lesson, LessonPractice, PracticeBest, Problem
-from judging.services.exams import delete_with_submissions, update_at_revision
-from kece.errors import Invalid, NotFound
+from judging.services.exams import checked_problem_ids, delete_with_submissions, update_at_revision
+from kece.errors import NotFound
 
 logger = logging.getLogger("kece.lessons")
 
@@ -24,10 +24,7 @@ def lesson_update(*, lesson_id: int, revision: int, changes: dict) -> Lesson:
 
 
 def _checked_problems(problem_ids: list) -> list:
-    known = Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count()
-    if len(set(problem_ids)) != len(problem_ids) or known != len(problem_ids):
-        raise Invalid("Each problem must exist and appear once.", fields={"problemIds": ["unknown or repeated"]})
-    return problem_ids
+    return checked_problem_ids(problem_ids, field="problemIds")
 
 
 def practice_create(*, lesson_id: int, title: str, problem_ids: list) -> LessonPractice:

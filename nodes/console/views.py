@@ -7,10 +7,7 @@ Parts of a page that change live are fragments of the same views (asked for with
 fetch them again.
 """
 
-import functools
 from urllib.parse import urlsplit
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -24,7 +21,7 @@ from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 from judging.timing import offline_after
 from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
-from kece.permissions import can_manage_judgers
+from kece.permissions import can_manage_judgers, pages_for
 from nodes.checks import node_check_start
 from nodes.console import display, live
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
@@ -44,18 +41,8 @@ ACTIONS = ("check", "enable", "drain", "disable", "revoke", "rotate", "edit")
 STATE_OF_ACTION = {"enable": DesiredState.ENABLED, "drain": DesiredState.DRAINING, "disable": DesiredState.DISABLED}
 
 
-def admins_only(view):
-    """Anonymous → the login page; signed in without `nodes.manage_judgers` → the 403 page."""
-    @functools.wraps(view)
-    def guarded(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not can_manage_judgers(request.user):
-            raise PermissionDenied
-        response = view(request, *args, **kwargs)
-        response["Cache-Control"] = "no-store"  # live figures, and a join code shown once
-        return response
-    return guarded
+# Anonymous → the login page; signed in without `nodes.manage_judgers` → the 403 page.
+admins_only = pages_for(can_manage_judgers)
 
 
 def _fragment(request) -> bool:

@@ -8,16 +8,16 @@ from django.db import connection
 from django.utils import timezone
 
 from judging.models import (
-    DbSubmission, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, PriorityClass, Submission,
+    DbSubmission, Exam, ExamAnswer, ExamParticipant, ExamScore, FirstAccepted, JobState, JudgeJob, PriorityClass, Submission,
 )
 from judging.services.events import events_dispatch
 from judging.api.exams import result_json
 from judging.services.exams import (
-    exam_answer_save, exam_delete, exam_hand_in, exam_publish, exams_hand_in_overdue,
+    exam_answer_save, exam_delete, exam_hand_in, exam_publish, exam_update, exams_hand_in_overdue, participants_add,
 )
 from judging.services.rejudge import submission_rejudge
 from kece import periodic
-from kece.errors import ExamClosed, Invalid, Superseded
+from kece.errors import ExamClosed, Invalid, RevisionConflict, Superseded
 from tests.concurrency import raise_first_error, run_concurrently
 from tests.factories import UserFactory, make_exam, make_node, make_problem
 from tests.judging.helpers import claim, judged, settle, submit
@@ -290,3 +290,68 @@ def test_exam_work_goes_first_in_its_pool_whatever_waits_there(student, problem,
     assert JudgeJob.objects.get(pk=answer.current_judge_job_id).priority_class == PriorityClass.EXAM
     [first] = claim(identity, free_slots=1)
     assert first.submission_id == answer.pk and first.pk not in {p.current_judge_job_id for p in practice}
+
+
+# --- administration ------------------------------------------------------------------------------
+
+def _later_exam(*problems, **kwargs):
+    """An exam that starts in an hour."""
+    return make_exam(*problems, now=timezone.now() + timedelta(hours=1), **kwargs)
+
+
+@pytest.mark.django_db
+def test_an_exam_not_started_yet_takes_new_mode_problems_and_questions_in_order(problem):
+    sql = make_problem(kind="SQL", languages=("mysql",))
+    exam = _later_exam(problem, questions=[{"kind": "SINGLE", "options": ["a", "b"], "correct": [0], "points": 5}])
+    updated = exam_update(exam_id=exam.pk, revision=exam.revision, now=timezone.now(), changes={
+        "title": "final", "mode": "ACM",
+        "problems": [{"problem_id": sql.pk, "points": 30}, {"problem_id": problem.pk, "points": 70}],
+        "questions": [{"kind": "MULTIPLE", "prompt": "which?", "options": ["x", "y", "z"], "correct": [2, 0],
+                       "points": 8}]})
+    assert (updated.title, updated.mode, updated.revision) == ("final", "ACM", exam.revision + 1)
+    assert list(updated.problems.values_list("problem_id", "points", "ordinal")) == [(sql.pk, 30, 0), (problem.pk, 70, 1)]
+    [question] = updated.questions.all()
+    assert (question.kind, question.options, sorted(question.correct), question.points) == (
+        "MULTIPLE", ["x", "y", "z"], [0, 2], 8)
+
+
+@pytest.mark.django_db
+def test_once_started_only_title_and_times_change_and_the_same_content_is_no_change(student, problem):
+    exam = make_exam(problem, participants=[student], questions=[
+        {"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
+    question = exam.questions.get()
+    same = {"mode": exam.mode, "problems": [{"problem_id": problem.pk, "points": 100}],
+            "questions": [{"kind": "SINGLE", "prompt": question.prompt, "options": ["a", "b"], "correct": [1],
+                           "points": 5}]}
+    updated = exam_update(exam_id=exam.pk, revision=exam.revision, now=timezone.now(),
+                          changes={"title": "renamed", **same})
+    assert updated.title == "renamed" and exam.questions.get().pk == question.pk, "the question row is kept"
+    for changed in ({"mode": "ACM"}, {"problems": []}, {"questions": []}):
+        with pytest.raises(Invalid, match="fixed once it has started") as refused:
+            exam_update(exam_id=exam.pk, revision=updated.revision, now=timezone.now(), changes=changed)
+        assert list(refused.value.fields) == list(changed)
+    assert Exam.objects.get(pk=exam.pk).revision == updated.revision
+
+
+@pytest.mark.django_db
+def test_a_stale_revision_changes_nothing(problem):
+    exam = _later_exam(problem)
+    exam_update(exam_id=exam.pk, revision=exam.revision, now=timezone.now(), changes={"title": "first"})
+    with pytest.raises(RevisionConflict):
+        exam_update(exam_id=exam.pk, revision=exam.revision, now=timezone.now(),
+                    changes={"title": "second", "problems": []})
+    current = Exam.objects.get(pk=exam.pk)
+    assert current.title == "first" and current.problems.count() == 1
+
+
+@pytest.mark.django_db
+def test_participants_are_added_by_username_all_or_none(problem, student):
+    exam = make_exam(problem)
+    other = UserFactory(username="olga")
+    with pytest.raises(Invalid) as refused:
+        participants_add(exam_id=exam.pk, usernames=["student", "nobody", "Olga"])
+    assert refused.value.fields == {"usernames": ["Olga", "nobody"]}
+    assert not ExamParticipant.objects.exists(), "nobody is added when a name is unknown"
+    assert participants_add(exam_id=exam.pk, usernames=["student", "olga"]) == 2
+    assert participants_add(exam_id=exam.pk, usernames=["olga"], user_ids=[student.pk]) == 0
+    assert set(ExamParticipant.objects.values_list("user_id", flat=True)) == {student.pk, other.pk}
