@@ -234,21 +234,20 @@ def lock_job(pk):
     return lock_jobs([pk]).get(pk)
 
 
-def claim_queued_jobs(where: str, params, limit: int, *, excluding=()) -> list:
+def claim_queued_jobs(where: str, params, limit: int) -> list:
     """`SELECT … FROM judge_job WHERE <where> ORDER BY claim_key, id LIMIT n FOR UPDATE
     SKIP LOCKED`: whole job rows, ready to lease.
 
     Rows another transaction holds are skipped, not waited for, so concurrent claimers
     each take different jobs without queueing behind each other. Rows this transaction
-    holds are skipped too (the database would hand them over), and so are the `excluding`
-    ids: a job just settled and requeued goes to the next claim, not back to the node that
-    gave it up.
+    holds are skipped too (the database would hand them over): a job just settled and
+    requeued in it goes to the next claim, not back to the node that gave it up.
     """
     from judging.models import JudgeJob
 
     if limit <= 0:
         return []
-    held = sorted({key for rank, key in _state().held if rank == Rank.JOB} | set(excluding))
+    held = sorted(key for rank, key in _state().held if rank == Rank.JOB)
     if held:
         where = f"({where}) AND id NOT IN ({', '.join(['%s'] * len(held))})"
         params = [*params, *held]

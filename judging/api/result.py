@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from judging.api import bare
 from judging.api import node_serializers as s
+from judging.api.claim import claim_payload
 from judging.api.node import SESSION_PARAMETER, TAGS
 from judging.selectors import job_payload
 from judging.services.settle import CaseResult, SettleRequest, job_settle, job_settle_and_claim
@@ -43,13 +44,21 @@ def _settle_request(job_id: int, data: dict) -> SettleRequest:
     )
 
 
-def _settled_with_claim(identity, request: SettleRequest, free_slots: int) -> dict:
-    """Settle, then lease the carried claim; whatever happens to the claim, an accepted
-    result stands."""
+def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int) -> dict:
+    """Settle and lease the carried claim in one transaction. Whatever happens to the
+    claim, an accepted result stands (a node moved to another host group meanwhile
+    claims on its own, without waiting)."""
     now = timezone.now()
     status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots)
-    return {"status": status, "jobs": [job_payload(job, now=now) for job in claim.jobs],
-            "desiredState": claim.desired_state}
+    if claim is not None:
+        return {"status": status, "jobs": [job_payload(job, now=now) for job in claim.jobs],
+                "desiredState": claim.desired_state}
+    try:
+        jobs, desired_state, _reason = claim_payload(identity, free_slots)
+    except DomainError as error:
+        logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
+        return {"status": status, "jobs": [], "desiredState": auth.desired_state}
+    return {"status": status, "jobs": jobs, "desiredState": desired_state}
 
 
 def serve_result(*, authorization: str, session_header, job_id: int, body: bytes) -> tuple[int, dict]:
@@ -61,7 +70,7 @@ def serve_result(*, authorization: str, session_header, job_id: int, body: bytes
         identity = auth.identity(session)
         request = _settle_request(job_id, data)
         if "claim" in data:
-            return 200, _settled_with_claim(identity, request, data["claim"]["freeSlots"])
+            return 200, _settled_with_claim(identity, auth, request, data["claim"]["freeSlots"])
         return 200, {"status": job_settle(identity=identity, request=request, now=timezone.now())}
     except DomainError as error:
         return error.status, error.envelope()

@@ -66,8 +66,7 @@ def node_host_group_id(node_id: int) -> int | None:
     return JudgeNode.objects.filter(pk=node_id).values_list("host_group_id", flat=True).first()
 
 
-def job_claim(*, identity: NodeIdentity, free_slots: int, now, carried_by: int | None = None,
-              resend: bool = False) -> ClaimResult:
+def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     """Lease up to `free_slots` jobs to the node.
 
     1. Find the node's host group (the identity's hint, else a read without locks), then
@@ -81,10 +80,6 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now, carried_by: int |
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
     Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
     get only the diagnostic jobs bound to them.
-
-    A claim carried on the result post of job `carried_by` marks what it leases with that
-    job; with `resend` (the same post again: its answer was lost) the live leases such a
-    claim made are sent again first (`carried_jobs`), and only the slots beyond them leased.
     """
     group_id = identity.host_group_id
     for _ in range(3):
@@ -99,14 +94,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now, carried_by: int |
                 group_id = None  # moved in between: look again
                 continue
             check_node_identity(node, identity)
-            again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=carried_by,
-                                 now=now) if resend else []
-            result = claim_locked(node, group, free_slots=free_slots - len(again), now=now, carried_by=carried_by)
-            if again:
-                logger.info("carried jobs sent again", extra={"job": carried_by, "node": node.pk,
-                                                              "jobs": [j.pk for j in again]})
-                result.jobs = again + result.jobs
-            return result
+            return claim_locked(node, group, free_slots=free_slots, now=now)
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
@@ -133,8 +121,7 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
         return result
 
     where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed)
-    # Never the job whose result carries this claim, if it was given back.
-    jobs = claim_queued_jobs(where, params, limit=n, excluding=[carried_by] if carried_by else ())
+    jobs = claim_queued_jobs(where, params, limit=n)
     if not jobs:
         result.reason = "empty" if judge_jobs_allowed else "not_ready"
         return result

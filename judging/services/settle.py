@@ -10,14 +10,14 @@ from django.db import transaction
 
 from judging import hooks
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_jobs, lock_node, lock_submission, save_locked
+from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
-from judging.services.claim import ClaimResult, job_claim
+from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id
 from judging.services.leases import was_leased_to
 from judging.wakeups import publish_after_commit
-from kece.errors import DomainError, Invalid, LeaseLost, ResultConflict, Superseded
+from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 
 logger = logging.getLogger("kece.settle")
 
@@ -99,77 +99,55 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     5. Write the outcome; a terminal one writes the submission's result and the outbox
        events in this same transaction.
     """
-    status, settled = _settle(identity, request, now=now)
-    if status != "duplicate":
-        # A slot of this node and host group is free again: a waiting claim that was
-        # refused as full may now take work.
-        publish_after_commit(settled.pool)
+    status, _ = _settle(identity, request, now=now, claim_slots=None)
     return status
 
 
 def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
-                         free_slots: int) -> tuple[str, ClaimResult]:
-    """`job_settle`, then, once the result is committed, lease up to `free_slots` jobs to the
-    node: the claim a result post may carry (`job_claim`, in a transaction of its own).
-
-    Two transactions, not one: a claim holds its host group's row lock, on which every
-    claim of the group queues, and a settle folded into it would hold that lock through
-    its own writes too — under load, twice as long for every slot of the group.
+                         free_slots: int) -> tuple[str, ClaimResult | None]:
+    """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
+    the claim a result post may carry. The host group and the node are locked first and
+    exclusively, as a claim needs them; the rest is `job_settle`'s.
 
     A refused result leases nothing. Neither does a RELEASED one (the node is giving work
     back) nor a diagnostic one (its verdict may have just changed whether the node may
     judge): their claim is empty, and the node's long-poll claim takes the slot. The
     settled job itself is never handed back. A `duplicate` (the same post again: its answer
-    was lost) first gets back the jobs that answer held, if the node has not renewed them,
-    and leases only for the slots asked beyond them. A claim refused after the result
-    was accepted (the node revoked meanwhile) is empty: the result stands."""
-    status, settled = _settle(identity, request, now=now)
-    claim = ClaimResult(desired_state=settled.desired_state, reason="not_after_this_result")
-    if free_slots and settled.kind == JobKind.JUDGE and request.outcome != RELEASED:
-        try:
-            claim = job_claim(identity=identity, free_slots=free_slots, now=now, carried_by=request.job_id,
-                              resend=status == "duplicate")
-        except DomainError as error:
-            logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
-            claim = ClaimResult(desired_state=settled.desired_state, reason=error.code)
-    if status != "duplicate" and not claim.jobs:
-        # The slot stays free: a waiting claim that was refused as full may now take work.
-        publish_after_commit(settled.pool)
-    return status, claim
-
-
-@dataclass(frozen=True)
-class _Settled:
-    kind: str
-    pool: str
-    desired_state: str
+    was lost) first gets back the jobs that answer held, if the node has not renewed them
+    (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None
+    (not attempted) only if the node's host group is not the one it authenticated with:
+    the caller claims on its own then."""
+    return _settle(identity, request, now=now, claim_slots=free_slots)
 
 
 class _StaleMeta(Exception):
     """The cached job meta did not match the locked row: read it again."""
 
 
-def _settle(identity: NodeIdentity, request: SettleRequest, *, now) -> tuple[str, _Settled]:
+def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
     digest = request.digest()
     try:
-        return _settle_once(identity, request, now=now, digest=digest, fresh=False)
+        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=False)
     except _StaleMeta:
         job_meta.forget(request.job_id)
-        return _settle_once(identity, request, now=now, digest=digest, fresh=True)
+        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=True)
 
 
-def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, digest: str,
-                 fresh: bool) -> tuple[str, _Settled]:
+def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, digest: str,
+                 fresh: bool):
     meta = job_meta.job_meta(request.job_id, fresh=fresh)
     if meta is None:
         raise LeaseLost("No such job for this node.")
+    claims = bool(claim_slots) and meta.kind == JobKind.JUDGE and request.outcome != RELEASED
+    group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claims else None
     with transaction.atomic(durable=True):
+        group = lock_host_group(group_id) if group_id is not None else None
         # A diagnostic result writes the node's self-check, an INFRA_ERROR the node's run of
-        # errors (`conduct`): both need the node exclusively.
+        # errors (`conduct`), and a claim counts its slots: all need the node exclusively.
         infra = request.outcome == INFRA_ERROR and meta.kind == JobKind.JUDGE
-        node = lock_node(identity.node_id, shared=meta.kind != JobKind.DIAGNOSTIC and not infra)
+        node = lock_node(identity.node_id, shared=group is None and meta.kind != JobKind.DIAGNOSTIC and not infra)
         check_node_identity(node, identity)
         submission = None
         if meta.kind == JobKind.JUDGE:
@@ -187,11 +165,30 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, digest:
         status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
         if infra and status in ("requeued", "failed"):
             conduct.infra_error_recorded(node, job, others, now=now)
+        claim = None
+        if claim_slots is not None:
+            claim = ClaimResult(desired_state=node.desired_state, reason="not_after_this_result")
+        if group is not None and node.host_group_id != group.pk:
+            claim = None  # moved to another host group meanwhile: the caller claims on its own
+        elif group is not None:
+            # A repeated post whose first answer was lost: the jobs that answer held come
+            # again, rather than waiting out their leases while they hold the node's slots.
+            again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=job.pk,
+                                 now=now) if status == "duplicate" else []
+            claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk)
+            claim.jobs = again + claim.jobs
+            if again:
+                logger.info("carried jobs sent again", extra={"job": job.pk, "node": node.pk,
+                                                              "jobs": [j.pk for j in again]})
+        if status != "duplicate" and not (claim and claim.jobs):
+            # A slot of this node and host group is free again (unless the carried claim
+            # took it back): a waiting claim that was refused as full may now take work.
+            publish_after_commit(job.pool)
     if status == "settled" and meta.kind == JobKind.JUDGE and node.infra_error_jobs:
         conduct.judgement_recorded(node.pk)
     logger.info("result accepted", extra={"job": job.pk, "lease": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
-    return status, _Settled(kind=meta.kind, pool=job.pool, desired_state=node.desired_state)
+    return status, claim
 
 
 def _check_and_apply(job, node, submission, identity: NodeIdentity, request: SettleRequest, *, now,
