@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
@@ -174,8 +175,6 @@ def test_a_web_process_reuses_the_snapshot_it_read_for_a_moment_then_reads_the_n
 
 
 def test_anonymous_visitors_share_one_rendering_of_the_homepage_until_the_status_changes(node_a):
-    from django.test import Client
-
     snapshot.refresh_step()
     first, second = Client().get("/"), Client().get("/")
     assert first.content == second.content and "1 / 5 runtimes available" in first.content.decode()
@@ -192,8 +191,6 @@ def test_anonymous_visitors_share_one_rendering_of_the_homepage_until_the_status
 
 
 def test_a_signed_in_visitor_never_gets_the_shared_homepage(client, student, node_a):
-    from django.test import Client
-
     snapshot.refresh_step()
     assert "Sign in" in Client().get("/").content.decode()  # the shared page exists now
     client.force_login(student)
@@ -202,8 +199,6 @@ def test_a_signed_in_visitor_never_gets_the_shared_homepage(client, student, nod
 
 
 def test_the_language_switch_works_from_the_shared_homepage(node_a):
-    from django.test import Client
-
     snapshot.refresh_step()
     Client().get("/")  # another visitor's visit made the shared page
     visitor = Client(enforce_csrf_checks=True)
