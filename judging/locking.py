@@ -21,6 +21,8 @@ from enum import IntEnum
 from django.conf import settings
 from django.db import connection
 
+from judging.rows import shape as shape_of
+
 logger = logging.getLogger("kece.locking")
 
 
@@ -92,52 +94,6 @@ def _acquire(rank: Rank, keys, *, waits: bool = True) -> list:
     return fresh
 
 
-class _RowShape:
-    """How to read whole rows of one model with plain SQL and build its instances with the
-    converters Django's compiler would apply (aware datetimes, JSON, booleans). Locking
-    reads are the hot path of every claim and settle; compiling a queryset each time
-    costs several times the statement itself."""
-
-    def __init__(self, model):
-        quote = connection.ops.quote_name
-        fields = model._meta.concrete_fields
-        self.table = quote(model._meta.db_table)
-        self.pk_column = quote(model._meta.pk.column)
-        self.columns = ", ".join(quote(f.column) for f in fields)
-        self.attnames = [f.attname for f in fields]
-        self.converters = []
-        for index, field in enumerate(fields):
-            column = field.get_col(model._meta.db_table)
-            converters = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
-            if converters:
-                self.converters.append((index, column, converters))
-        self.model = model
-
-    def load(self, sql: str, params) -> list:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        instances = []
-        for row in rows:
-            values = list(row)
-            for index, column, converters in self.converters:
-                for converter in converters:
-                    values[index] = converter(values[index], column, connection)
-            instances.append(self.model.from_db(connection.alias, self.attnames, values))
-        return instances
-
-
-_shapes: dict[tuple, _RowShape] = {}
-
-
-def _shape(model) -> _RowShape:
-    key = (model, connection.vendor)
-    shape = _shapes.get(key)
-    if shape is None:
-        shape = _shapes[key] = _RowShape(model)
-    return shape
-
-
 def _lock_clause(*, shared: bool = False) -> str:
     if not connection.features.has_select_for_update:
         return ""  # SQLite: the write transaction (IMMEDIATE) already excludes other writers
@@ -150,7 +106,7 @@ def _locked_rows(model, pks, *, shared: bool = False) -> list:
     keys = sorted(set(pks))
     if not keys:
         return []
-    shape = _shape(model)
+    shape = shape_of(model)
     placeholders = ", ".join(["%s"] * len(keys))
     return shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {shape.pk_column} IN ({placeholders})"
                       f" ORDER BY {shape.pk_column}{_lock_clause(shared=shared)}", keys)
@@ -251,7 +207,7 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     if held:
         where = f"({where}) AND id NOT IN ({', '.join(['%s'] * len(held))})"
         params = [*params, *held]
-    shape = _shape(JudgeJob)
+    shape = shape_of(JudgeJob)
     features = connection.features
     # Without SKIP LOCKED (an older server) claimers wait for each other instead: slower,
     # never wrong. Without row locks at all (SQLite) the write transaction excludes them.
@@ -282,7 +238,7 @@ def _update_by_pk(model, keys: list, values: dict, increment=()) -> int:
         sets.append(f"{quote(field.column)} = %s")
         params.append(field.get_db_prep_save(value, connection))
     sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
-    shape = _shape(model)
+    shape = shape_of(model)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {shape.table} SET {', '.join(sets)} WHERE {shape.pk_column} IN"
                        f" ({', '.join(['%s'] * len(keys))})", params + keys)
@@ -342,6 +298,19 @@ def lock_due_event(pk):
 
     _acquire(Rank.EVENT, [pk])
     return SettlementEvent.objects.select_for_update(skip_locked=True).filter(pk=pk).first()
+
+
+def lock_due_events(pks) -> list:
+    """Lock the settlement events of `pks` that no other dispatcher holds, by ascending
+    key, never waiting: the ones locked, still PENDING."""
+    from judging.models import EventState, SettlementEvent
+
+    keys = sorted(set(pks))
+    if not keys:
+        return []
+    _acquire(Rank.EVENT, keys, waits=False)
+    rows = SettlementEvent.objects.select_for_update(skip_locked=True).filter(pk__in=keys).order_by("pk")
+    return [row for row in rows.only("pk", "state") if row.state == EventState.PENDING]
 
 
 def lock_event(pk):

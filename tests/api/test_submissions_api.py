@@ -68,6 +68,41 @@ def test_a_submission_is_accepted_as_pending_with_its_first_job_queued(user_api,
         "ALGO", submission.pk, 1, JobState.QUEUED, "cpp", "cpp-r1")
 
 
+def test_the_job_is_judged_against_the_problems_current_manifest(user_api, algo):
+    old = algo.current_manifest
+    newer = make_problem(languages=("cpp",), cases=3).current_manifest
+    newer.problem, newer.version = algo, old.version + 1
+    newer.save()
+    algo.current_manifest = newer
+    algo.save()
+    response = send(user_api, "POST", SUBMIT, {"problemId": algo.pk, "language": "cpp", "code": "int main(){}"})
+    assert response.status_code == 202
+    job = JudgeJob.objects.get(submission_id=response.json()["submissionId"], submission_type="ALGO")
+    assert job.manifest_id == newer.pk
+    assert (job.snapshot["problemId"], job.snapshot["problemSlug"], job.snapshot["manifestVersion"]) == (
+        algo.pk, algo.slug, old.version + 1)
+    assert [case["ordinal"] for case in job.snapshot["cases"]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("state", ["missing", "deleted", "canary", "no manifest"])
+def test_a_problem_that_takes_no_submissions_is_unknown_and_nothing_is_written(user_api, algo, state):
+    problem_id = algo.pk
+    if state == "missing":
+        problem_id = algo.pk + 1000
+    elif state == "deleted":
+        algo.deleted_at = timezone.now()
+    elif state == "canary":
+        algo.is_canary = True
+    else:
+        algo.current_manifest = None
+    algo.save()
+    before = rows()
+    response = send(user_api, "POST", SUBMIT, {"problemId": problem_id, "language": "cpp", "code": "int main(){}"})
+    assert response.status_code == 400
+    assert response.json()["fields"]["problemId"] == ["unknown problem"]
+    assert rows() == before
+
+
 def test_a_sql_submission_goes_to_the_mysql_pool_as_type_sql(user_api, sql):
     response = send(user_api, "POST", SUBMIT, {"problemId": sql.pk, "language": "mysql", "code": "SELECT 1;"})
     assert response.status_code == 202
