@@ -8,8 +8,9 @@ finds the waiter already registered.
 Table checks are per pool, not per waiter: on a hint and every `KECE_CLAIM_FALLBACK_MS`
 while anyone waits — so idle waiting costs the same however many nodes wait. A waiter
 arriving while the pool may have work (a hint came, or the last check found jobs) claims at
-once; otherwise the next hint or check wakes it. The fallback covers lost hints, a Redis
-outage and backoffs that run out. A check counts the
+once; otherwise the next hint or check wakes it. A hint that finds every waiter awake
+(claiming) makes no check: each of them looks once more after its claim. The fallback
+covers lost hints, a Redis outage and backoffs that run out. A check counts the
 pool's claimable jobs and wakes that many waiters (and the node a bound diagnostic job is
 for); only woken waiters run a claim transaction. At most one check per pool is in
 flight; hints arriving meanwhile fold into one more check after it.
@@ -176,6 +177,13 @@ class PoolWaiters:
         if state is None:
             return
         state.maybe_work = True
+        if state.waiters and all(waiter.event.is_set() for waiter in state.waiters.values()):
+            # Every waiter is claiming already (a burst of submissions keeps them so): none
+            # is left for a check to wake. Each looks once more after its claim instead, in
+            # case that claim started before this hint's job committed.
+            for waiter in state.waiters.values():
+                waiter.wake()
+            return
         self._look(pool, state)
 
     def _look(self, pool: str, state: _Pool) -> None:
