@@ -17,8 +17,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
-from judging.locking import lock_derived, lock_due_event, lock_event
+from judging.locking import lock_derived, lock_due_event, lock_due_events, lock_event
 from judging.models import (
     SUBMISSION_MODELS, EventState, Exam, ExamMode, ExamProblem, ExamScore, FirstAccepted, PracticeBest,
     ProblemResult, SettlementEvent, Verdict,
@@ -134,32 +135,40 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
     """Apply due events, oldest first. Handlers recompute from committed rows, so of the due
     events that recompute the same thing (a student resubmitting during a burst) only the
     first runs its handler: it ran after all of them were committed. The others are
-    marked done."""
+    marked done together, in one transaction after the pass."""
     report = DispatchReport()
     due = list(
         SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
         .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload")[:batch]
     )
-    recomputed = set()
+    recomputed, covered = set(), []
     for event_id, event_type, payload in due:
         key = _recompute_key(event_type, payload or {})
+        if key in recomputed:
+            covered.append(event_id)
+            continue
         try:
             with transaction.atomic(durable=True):
                 event = lock_due_event(event_id)
                 if event is None or event.state != EventState.PENDING:
                     continue  # another dispatcher has it, or already applied it
-                if key not in recomputed:
-                    handler_for(event.event_type)(event.payload)
-                event.state = EventState.DONE
-                event.attempts += 1
-                event.applied_at = now
-                event.last_error = ""
-                event.save(update_fields=["state", "attempts", "applied_at", "last_error"])
+                handler_for(event.event_type)(event.payload)
+                _mark_done([event.pk], now=now)
             recomputed.add(key)
             report.applied.append(event_id)
         except Exception as exc:  # a handler bug or a database hiccup: retry later
             _record_failure(event_id, exc, now=now, report=report)
+    if covered:
+        with transaction.atomic(durable=True):
+            done = [event.pk for event in lock_due_events(covered)]
+            _mark_done(done, now=now)
+        report.applied.extend(done)
     return report
+
+
+def _mark_done(event_ids: list, *, now) -> None:
+    SettlementEvent.objects.filter(pk__in=event_ids).update(
+        state=EventState.DONE, attempts=F("attempts") + 1, applied_at=now, last_error="")
 
 
 def _record_failure(event_id: int, exc: Exception, *, now, report: DispatchReport) -> None:

@@ -49,6 +49,8 @@ def test_due_events_that_recompute_the_same_rows_run_their_handler_once(student,
     assert len(events_dispatch(now=timezone.now()).applied) == 4
     assert sorted(runs) == sorted([student.pk, other.pk]), "one recompute per student and problem"
     assert SettlementEvent.objects.exclude(state=EventState.DONE).count() == 0
+    assert set(SettlementEvent.objects.values_list("attempts", flat=True)) == {1}
+    assert SettlementEvent.objects.filter(applied_at__isnull=True).count() == 0
     result = ProblemResult.objects.get(user=student, problem=problem)
     assert (result.best_score, result.best_verdict, result.attempts) == (100, "AC", 3)
     assert ProblemResult.objects.get(user=other, problem=problem).best_verdict == "WA"
