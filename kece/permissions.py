@@ -2,8 +2,10 @@
 
 import functools
 
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission
+
+from kece.tokens import TokenAuthentication
 
 # Token first: its `WWW-Authenticate` makes an anonymous request a 401, not a 403.
 USER_AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
