@@ -21,7 +21,8 @@ from enum import IntEnum
 from django.conf import settings
 from django.db import connection
 
-from judging.rows import shape as shape_of
+from kece.rows import shape as shape_of
+from kece.rows import update_by_pk
 
 logger = logging.getLogger("kece.locking")
 
@@ -228,23 +229,6 @@ def _require_held(keys) -> None:
         raise LockOrderViolation(f"write to rows {missing} that this transaction has not locked")
 
 
-def _update_by_pk(model, keys: list, values: dict, increment=()) -> int:
-    """One plain UPDATE of `model` rows by primary key: `values` prepared as `Model.save`
-    would, `increment` counters raised by one."""
-    quote = connection.ops.quote_name
-    sets, params = [], []
-    for name, value in values.items():
-        field = model._meta.get_field(name)
-        sets.append(f"{quote(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
-    shape = shape_of(model)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {shape.table} SET {', '.join(sets)} WHERE {shape.pk_column} IN"
-                       f" ({', '.join(['%s'] * len(keys))})", params + keys)
-        return cursor.rowcount
-
-
 def update_locked_jobs(pks, *, increment=(), **values) -> int:
     """UPDATE job rows this transaction has locked, by primary key only; `increment` names
     counters to raise by one.
@@ -260,7 +244,7 @@ def update_locked_jobs(pks, *, increment=(), **values) -> int:
     _require_held([(Rank.JOB, pk) for pk in keys])
     if not keys:
         return 0
-    return _update_by_pk(JudgeJob, keys, values, increment)
+    return update_by_pk(JudgeJob, keys, values, increment)
 
 
 def update_locked_node(pk, **values) -> int:
@@ -269,7 +253,7 @@ def update_locked_node(pk, **values) -> int:
     from nodes.models import JudgeNode
 
     _require_held([(Rank.NODE, pk)])
-    return _update_by_pk(JudgeNode, [pk], values)
+    return update_by_pk(JudgeNode, [pk], values)
 
 
 def save_locked(row, fields) -> None:
@@ -287,7 +271,7 @@ def save_locked(row, fields) -> None:
         key = (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))
     _require_held([key])
     model = type(row)
-    _update_by_pk(model, [row.pk], {name: model._meta.get_field(name).pre_save(row, False) for name in fields})
+    update_by_pk(model, [row.pk], {name: model._meta.get_field(name).pre_save(row, False) for name in fields})
 
 
 # --- settlement events and derived rows ----------------------------------------------------------

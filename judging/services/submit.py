@@ -6,12 +6,15 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from judging import artifacts, pressure, priority, rows
+from judging import artifacts, pressure, priority
 from judging.locking import lock_parent
 from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind
 from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
+from kece.rows import insert as insert_row
+from kece.rows import shape as row_shape
+from kece.rows import update_by_pk
 from kece.errors import Invalid, Throttled
 from pools.registry import UnsupportedLanguage, pool_for
 
@@ -31,7 +34,7 @@ def _problem_for_submit(problem_id):
         problem_id = int(problem_id)
     except (TypeError, ValueError):
         return None
-    problem_shape, manifest_shape = rows.shape(Problem, _PROBLEM_FIELDS), rows.shape(Manifest)
+    problem_shape, manifest_shape = row_shape(Problem, _PROBLEM_FIELDS), row_shape(Manifest)
     sql = (f"SELECT {problem_shape.columns_of('p')}, {manifest_shape.columns_of('m')}"
            f" FROM {problem_shape.table} p JOIN {manifest_shape.table} m ON m.id = p.current_manifest_id"
            " WHERE p.id = %s AND p.is_canary = %s AND p.deleted_at IS NULL")
@@ -118,17 +121,18 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         _still_live(problem, practice)
         if exam is not None:
             exam_entry(exam, user=user, now=now)
-        submission = model.objects.create(
+        submission = model(
             user=user, problem=problem, language=language, code=code,
             source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice, exam=exam,
         )
+        insert_row(submission)
         if after_insert is not None:
             after_insert(submission)
         if exam is not None and not exam.judges_at_once:
             logger.info("exam submission saved", extra={"submission": f"{submission_type}:{submission.pk}",
                                                         "exam": exam.pk})
             return submission
-        job = JudgeJob.objects.create(
+        job = JudgeJob(
             submission_type=submission_type, submission_id=submission.pk, generation=1,
             pool=pool.name, runtime_spec=pool.spec.id, manifest=manifest,
             snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool.name, language=language, source=source),
@@ -136,7 +140,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
             priority_class=priority_class, claim_key=priority.claim_key(priority_class, now, beyond_share=beyond_share),
             wait_reason=priority.FAIR_SHARE if beyond_share else "",
         )
-        model.objects.filter(pk=submission.pk).update(current_judge_job=job)
+        insert_row(job)
+        update_by_pk(model, [submission.pk], {"current_judge_job": job.pk})
         submission.current_judge_job = job
         publish_after_commit(pool.name)
     logger.info("submission queued", extra={"submission": f"{submission_type}:{submission.pk}", "job": job.pk,

@@ -1,0 +1,50 @@
+"""Plain-SQL rows (`kece.rows`): what they write and read is what the ORM would."""
+
+import pytest
+from django.utils import timezone
+from django.forms.models import model_to_dict
+
+from judging.models import JudgeJob, Submission
+from kece import rows
+from tests.factories import UserFactory, make_problem
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(row) -> dict:
+    values = {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+    for moving in ("id", "created_at", "updated_at"):
+        values.pop(moving, None)
+    return values
+
+
+def test_an_inserted_row_reads_back_as_the_row_save_would_have_written():
+    user, problem = UserFactory(), make_problem(languages=("cpp",), cases=2)
+    made = {"user": user, "problem": problem, "language": "cpp", "code": "int main(){}\n",
+            "source_digest": "d" * 64, "source_bytes": 13}
+    saved = Submission.objects.create(**made)
+    inserted = Submission(**made)
+    rows.insert(inserted)
+
+    assert inserted.pk is not None and inserted.pk != saved.pk and not inserted._state.adding
+    again = Submission.objects.get(pk=inserted.pk)
+    assert _fields(again) == _fields(Submission.objects.get(pk=saved.pk))
+    assert again.created_at is not None  # auto_now_add
+
+
+def test_json_and_datetime_fields_survive_the_round_trip():
+    problem, user, now = make_problem(languages=("cpp",), cases=3), UserFactory(), timezone.now()
+    submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="x",
+                                           source_digest="e" * 64, source_bytes=1)
+    job = JudgeJob(submission_type="ALGO", submission_id=submission.pk, generation=1, pool="cpp",
+                   runtime_spec="cpp-r1", manifest=problem.current_manifest,
+                   snapshot={"cases": problem.current_manifest.cases, "note": "中文"}, user_id=user.pk,
+                   available_at=now, created_at=now, claim_key=now)
+    rows.insert(job)
+    rows.update_by_pk(Submission, [submission.pk], {"current_judge_job": job.pk})
+
+    read = JudgeJob.objects.get(pk=job.pk)
+    assert read.snapshot == {"cases": problem.current_manifest.cases, "note": "中文"}
+    assert model_to_dict(read)["manifest"] == problem.current_manifest.pk
+    assert (read.available_at, read.created_at) == (now, now)
+    assert Submission.objects.get(pk=submission.pk).current_judge_job_id == job.pk
