@@ -56,23 +56,49 @@ def shape(model, names: tuple | None = None) -> RowShape:
     return found
 
 
-def insert(instance) -> None:
-    """INSERT `instance` as a new row, as `Model.save()` would: every field's `pre_save`
-    value (its default, `auto_now_add`) prepared for the database, the new primary key set
-    on the instance. No signals are sent; none is connected to the rows this writes."""
-    meta = type(instance)._meta
+def _insert_sql(meta, fields, count: int) -> str:
     quote = connection.ops.quote_name
-    generated = meta.pk.attname if getattr(instance, meta.pk.attname) is None else None
-    fields = [f for f in meta.concrete_fields if f.attname != generated]
-    values = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
-    sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
-           f" VALUES ({', '.join(['%s'] * len(fields))})")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
-        if generated is not None:
-            setattr(instance, generated, connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column))
+    row = f"({', '.join(['%s'] * len(fields))})"
+    return (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+            f" VALUES {', '.join([row] * count)}")
+
+
+def _prepared(instance, fields) -> list:
+    """The values `Model.save()` would write: every field's `pre_save` value (its default,
+    `auto_now_add`) prepared for the database."""
+    return [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+
+
+def _written(instance) -> None:
     instance._state.adding = False
     instance._state.db = connection.alias
+
+
+def insert(instance) -> None:
+    """INSERT `instance` as a new row, as `Model.save()` would, and set its new primary key.
+    No signals are sent; none is connected to the rows this writes."""
+    meta = type(instance)._meta
+    generated = meta.pk.attname if getattr(instance, meta.pk.attname) is None else None
+    fields = [f for f in meta.concrete_fields if f.attname != generated]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(meta, fields, 1), _prepared(instance, fields))
+        if generated is not None:
+            setattr(instance, generated, connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column))
+    _written(instance)
+
+
+def insert_many(instances: list) -> None:
+    """INSERT new rows of one model in one statement, their keys left to the database (and
+    not read back). No signals are sent."""
+    if not instances:
+        return
+    meta = type(instances[0])._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    values = [value for instance in instances for value in _prepared(instance, fields)]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(meta, fields, len(instances)), values)
+    for instance in instances:
+        _written(instance)
 
 
 def update_by_pk(model, keys: list, values: dict, increment=()) -> int:

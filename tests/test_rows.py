@@ -48,3 +48,21 @@ def test_json_and_datetime_fields_survive_the_round_trip():
     assert model_to_dict(read)["manifest"] == problem.current_manifest.pk
     assert (read.available_at, read.created_at) == (now, now)
     assert Submission.objects.get(pk=submission.pk).current_judge_job_id == job.pk
+
+
+def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_assert_num_queries):
+    from judging.models import SettlementEvent
+
+    problem, user, now = make_problem(languages=("cpp",), cases=1), UserFactory(), timezone.now()
+    submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="x",
+                                           source_digest="f" * 64, source_bytes=1)
+    job = JudgeJob.objects.create(submission_type="ALGO", submission_id=submission.pk, generation=1, pool="cpp",
+                                  runtime_spec="cpp-r1", manifest=problem.current_manifest, snapshot={},
+                                  user_id=user.pk, available_at=now, created_at=now, claim_key=now)
+    events = [SettlementEvent(job=job, event_type=f"kind{i}", payload={"n": i, "text": "分数"}, next_attempt_at=now,
+                              created_at=now) for i in range(3)]
+    with django_assert_num_queries(1):
+        rows.insert_many(events)
+    read = SettlementEvent.objects.filter(job=job).order_by("id")
+    assert [(e.event_type, e.payload, e.state, e.attempts, e.next_attempt_at) for e in read] == [
+        (f"kind{i}", {"n": i, "text": "分数"}, "PENDING", 0, now) for i in range(3)]

@@ -13,6 +13,7 @@ from judging.locking import save_locked
 from judging.models import JobKind, JobState, SettlementEvent
 from judging.priority import claim_key
 from judging.timing import retry_backoff
+from kece.rows import insert_many
 
 logger = logging.getLogger("kece.jobs")
 
@@ -60,9 +61,7 @@ def settlement_events(job, submission, *, now, suffix: str = "") -> list[Settlem
 
 
 def write_events(job, submission, *, now, suffix: str = "") -> None:
-    events = settlement_events(job, submission, now=now, suffix=suffix)
-    if events:
-        SettlementEvent.objects.bulk_create(events)
+    insert_many(settlement_events(job, submission, now=now, suffix=suffix))
 
 
 def requeue(job, *, now, error: str, message: str = "", refund: bool = False, delay=None) -> None:
