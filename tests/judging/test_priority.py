@@ -162,5 +162,9 @@ def test_the_claim_walks_its_index_as_a_range_without_a_filesort(problem, slots)
         columns = [c[0] for c in cursor.description]
         [plan] = [dict(zip(columns, row)) for row in cursor.fetchall()]
     assert plan["key"] == "judge_job_claim", plan
-    assert plan["type"] == "range", plan
+    # On a table without statistics MariaDB plans a range up to now; once the table has
+    # them (ANALYZE, or a recalculation left by earlier tests) it plans a ref on (pool,
+    # state) and checks claim_key on the index (index condition pushdown). Both read the
+    # index in claim order and stop at the LIMIT.
+    assert plan["type"] in ("range", "ref"), plan
     assert "filesort" not in (plan["Extra"] or ""), plan
