@@ -37,6 +37,10 @@ class RowShape:
                 values[index] = converter(values[index], column, connection)
         return self.model.from_db(connection.alias, self.attnames, values)
 
+    def split(self, row) -> tuple:
+        """(this shape's instance, the rest of the row) of a row that begins with its columns."""
+        return self.build(row[:len(self.attnames)]), row[len(self.attnames):]
+
     def load(self, sql: str, params) -> list:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -116,3 +120,15 @@ def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
         cursor.execute(f"UPDATE {found.table} SET {', '.join(sets)} WHERE {found.pk_column} IN"
                        f" ({', '.join(['%s'] * len(keys))})", params + keys)
         return cursor.rowcount
+
+
+def load_joined(first: RowShape, second: RowShape, sql: str, params):
+    """The first row of `sql` (`first`'s columns, then `second`'s) as a pair of instances,
+    or None if it finds no row."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instance, rest = first.split(row)
+    return instance, second.build(rest)

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
+from kece.rows import load_joined
 from kece.rows import shape as row_shape
 
 
@@ -21,14 +22,10 @@ def _token_with_user(key: str):
     sql = (f"SELECT {token_shape.columns_of('t')}, {user_shape.columns_of('u')} FROM {token_shape.table} t"
            f" JOIN {user_shape.table} u ON u.{user_shape.pk_column} = t.{user_column}"
            f" WHERE t.{token_shape.pk_column} = %s")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
-        row = cursor.fetchone()
-    if row is None:
+    found = load_joined(token_shape, user_shape, sql, [key])
+    if found is None:
         return None
-    split = len(token_shape.attnames)
-    token = token_shape.build(row[:split])
-    token.user = user_shape.build(row[split:])
+    token, token.user = found
     return token
 
 

@@ -3,7 +3,7 @@
 import logging
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from judging import artifacts, pressure, priority
@@ -13,6 +13,7 @@ from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
 from kece.rows import insert as insert_row
+from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
 from kece.errors import Invalid, Throttled
@@ -38,14 +39,10 @@ def _problem_for_submit(problem_id):
     sql = (f"SELECT {problem_shape.columns_of('p')}, {manifest_shape.columns_of('m')}"
            f" FROM {problem_shape.table} p JOIN {manifest_shape.table} m ON m.id = p.current_manifest_id"
            " WHERE p.id = %s AND p.is_canary = %s AND p.deleted_at IS NULL")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [problem_id, False])
-        row = cursor.fetchone()
-    if row is None:
+    found = load_joined(problem_shape, manifest_shape, sql, [problem_id, False])
+    if found is None:
         return None
-    split = len(problem_shape.attnames)
-    problem = problem_shape.build(row[:split])
-    problem.current_manifest = manifest_shape.build(row[split:])
+    problem, problem.current_manifest = found
     return problem
 
 
