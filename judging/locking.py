@@ -103,11 +103,11 @@ def _lock_clause(*, shared: bool = False) -> str:
     return " FOR UPDATE"
 
 
-def _locked_rows(model, pks, *, shared: bool = False) -> list:
+def _locked_rows(model, pks, *, shared: bool = False, names: tuple | None = None) -> list:
     keys = sorted(set(pks))
     if not keys:
         return []
-    shape = shape_of(model)
+    shape = shape_of(model, names)
     placeholders = ", ".join(["%s"] * len(keys))
     return shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {shape.pk_column} IN ({placeholders})"
                       f" ORDER BY {shape.pk_column}{_lock_clause(shared=shared)}", keys)
@@ -140,13 +140,14 @@ def lock_node(pk, *, shared: bool = False):
 
 # --- problems and practices ----------------------------------------------------------------------
 
-def lock_parent(model, pk, *, shared: bool = False):
+def lock_parent(model, pk, *, shared: bool = False, names: tuple | None = None):
     """Lock the problem or lesson practice row a submission names. A submit holds it shared
     while it checks the row is not deleted and writes the submission; a deletion takes it
     exclusively to mark it deleted, so it waits for the submits in flight, and every later
-    submit sees the mark: its sweep of the submissions then misses none."""
+    submit sees the mark: its sweep of the submissions then misses none. `names`: the only
+    fields to read (the others are deferred)."""
     _acquire(Rank.PARENT, [(model._meta.db_table, pk)])
-    rows = _locked_rows(model, [pk], shared=shared)
+    rows = _locked_rows(model, [pk], shared=shared, names=names)
     return rows[0] if rows else None
 
 

@@ -6,6 +6,7 @@ reads the same rows. The same answers and errors otherwise.
 """
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
@@ -15,8 +16,6 @@ from kece.rows import shape as row_shape
 
 
 def _token_with_user(key: str):
-    from django.db import connection
-
     token_shape, user_shape = row_shape(Token), row_shape(get_user_model())
     user_column = connection.ops.quote_name(Token._meta.get_field("user").column)
     sql = (f"SELECT {token_shape.columns_of('t')}, {user_shape.columns_of('u')} FROM {token_shape.table} t"

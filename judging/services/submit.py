@@ -56,11 +56,16 @@ def _validated_practice(lesson_practice_id, problem):
     return practice
 
 
+# What the submit's shared lock reads of the problem and the practice: it has read the rest.
+_LIVENESS = ("id", "deleted_at")
+
+
 def _still_live(problem, practice) -> None:
     """Under shared locks, so a deletion committing meanwhile waits for this submit."""
-    if lock_parent(Problem, problem.pk, shared=True).deleted_at is not None:
+    if lock_parent(Problem, problem.pk, shared=True, names=_LIVENESS).deleted_at is not None:
         raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
-    if practice is not None and lock_parent(LessonPractice, practice.pk, shared=True).deleted_at is not None:
+    if practice is not None and \
+            lock_parent(LessonPractice, practice.pk, shared=True, names=_LIVENESS).deleted_at is not None:
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
                       fields={"lessonPracticeId": ["unknown for this problem"]})
 
