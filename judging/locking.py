@@ -120,10 +120,16 @@ def _lock_by_pk(model, rank: Rank, pks):
 
 # --- host groups and nodes -----------------------------------------------------------------
 
-def lock_host_group(pk):
+def lock_host_group(pk, *, shared: bool = False):
+    """Lock a host group row. `shared` is for a result post's one-for-one replacement
+    (`judging.services.settle`): many of them run side by side, while a claim that may raise
+    the group's count, and any change to the group, take it exclusively. A shared holder
+    must not write the row."""
     from nodes.models import JudgeHostGroup
 
-    return _lock_by_pk(JudgeHostGroup, Rank.HOST_GROUP, [pk]).get(pk)
+    _acquire(Rank.HOST_GROUP, [pk])
+    rows = _locked_rows(JudgeHostGroup, [pk], shared=shared)
+    return rows[0] if rows else None
 
 
 def lock_node(pk, *, shared: bool = False):

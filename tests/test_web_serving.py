@@ -4,17 +4,16 @@ behind another's, and several server processes share one database and Redis corr
 import asyncio
 import re
 import threading
-import time
 from collections import Counter, defaultdict
 
 import httpx
-import MySQLdb
 import pytest
 import requests
 from django.db import connection
 
 from judging.models import JobState, JudgeJob
 from tests.api.helpers import make_admin, person
+from tests.concurrency import lock_waits, raw_connection, wait_until
 from tests.factories import make_node, make_problem
 from tests.judging.helpers import submit as submit_in_process
 from tests.live import LiveServer
@@ -35,33 +34,6 @@ def submit_over_http(server, token, problem) -> requests.Response:
     """One submission on a fresh connection (each may reach any server process)."""
     return requests.post(server.url + SUBMIT, json={"problemId": problem.pk, "language": "python", "code": "print(1)"},
                          headers={"Authorization": f"Token {token}", "Connection": "close"}, timeout=30)
-
-
-def wait_until(condition, *, timeout: float, message: str):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {message}")
-        time.sleep(0.05)
-
-
-def raw_connection():
-    db = connection.settings_dict
-    return MySQLdb.connect(host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306), user=db["USER"],
-                           password=db["PASSWORD"] or "", database=db["NAME"])
-
-
-def lock_waits() -> int:
-    """Statements of this test database waiting to lock rows. (MariaDB may wait for a row
-    lock while still optimising the statement, before INNODB_TRX lists the wait.)"""
-    probe = raw_connection()
-    try:
-        cursor = probe.cursor()
-        cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
-                       " AND ID != CONNECTION_ID() AND INFO LIKE '%FOR UPDATE%'")
-        return cursor.fetchone()[0]
-    finally:
-        probe.close()
 
 
 def test_a_submission_is_answered_while_admin_requests_wait_on_a_lock(tmp_path):

@@ -99,8 +99,13 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
 
 
 def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = None) -> ClaimResult:
-    """The claim itself, with host group and node locked (exclusively) by the caller.
-    `carried_by`: the job whose result post carries this claim (see `carried_jobs`)."""
+    """The claim itself, with host group and node locked by the caller: exclusively, so the
+    counts are exact; or, for a result post's one-for-one replacement (a slot of this node
+    and group just freed, one job asked in its place), both shared. Shared holders only ever
+    lower the counts or keep them, and what could raise them waits for the shared holders;
+    so what one of them counts is never below what will be committed, and the headroom it
+    finds is never more than there is. `carried_by`: the job whose result post carries this
+    claim (see `carried_jobs`)."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
         result.reason = "no_free_slots"

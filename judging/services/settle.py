@@ -106,8 +106,9 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
 def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
                          free_slots: int) -> tuple[str, ClaimResult | None]:
     """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
-    the claim a result post may carry. The host group and the node are locked first and
-    exclusively, as a claim needs them; the rest is `job_settle`'s.
+    the claim a result post may carry. The host group and the node are locked first, as a
+    claim needs them: shared for a one-for-one replacement (`_settle_once`), else
+    exclusively; the rest is `job_settle`'s.
 
     A refused result leases nothing. Neither does a RELEASED one (the node is giving work
     back) nor a diagnostic one (its verdict may have just changed whether the node may
@@ -124,30 +125,53 @@ class _StaleMeta(Exception):
     """The cached job meta did not match the locked row: read it again."""
 
 
+class _NotAReplacement(Exception):
+    """A post taken for a one-for-one replacement was not one: do it again exclusively."""
+
+
 def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
     digest = request.digest()
-    try:
-        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=False)
-    except _StaleMeta:
-        job_meta.forget(request.job_id)
-        return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=True)
+    fresh = False
+    # A judged result whose freed slot asks for the next job is, almost always, a
+    # one-for-one replacement: first try it as one.
+    replacing = claim_slots == 1 and request.outcome == JUDGED
+    while True:
+        try:
+            return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=fresh,
+                                replacing=replacing)
+        except _StaleMeta:
+            if fresh:
+                raise
+            job_meta.forget(request.job_id)
+            fresh = True
+        except _NotAReplacement:
+            replacing = False
 
 
 def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, digest: str,
-                 fresh: bool):
+                 fresh: bool, replacing: bool):
+    """One attempt. `replacing`: take the host group and the node in SHARE mode, so that the
+    result posts of one group do not queue behind each other. That holds only when the post
+    frees a slot this node holds in this group (a RUNNING job of the node, counted in the
+    group) and asks for one job in its place: the counts cannot rise, whatever other such
+    posts do meanwhile, and everything that could raise them or change the limits (a claim
+    for more, a change to the group or the node) waits for the shared holders. Anything else
+    (a repeated post, a job counted in another group) is done again exclusively."""
     meta = job_meta.job_meta(request.job_id, fresh=fresh)
     if meta is None:
         raise LeaseLost("No such job for this node.")
     claims = bool(claim_slots) and meta.kind == JobKind.JUDGE and request.outcome != RELEASED
+    replacing = replacing and claims
     group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claims else None
     with transaction.atomic(durable=True):
-        group = lock_host_group(group_id) if group_id is not None else None
+        group = lock_host_group(group_id, shared=replacing) if group_id is not None else None
         # A diagnostic result writes the node's self-check, an INFRA_ERROR the node's run of
         # errors (`conduct`), and a claim counts its slots: all need the node exclusively.
         infra = request.outcome == INFRA_ERROR and meta.kind == JobKind.JUDGE
-        node = lock_node(identity.node_id, shared=group is None and meta.kind != JobKind.DIAGNOSTIC and not infra)
+        node = lock_node(identity.node_id,
+                         shared=replacing or (group is None and meta.kind != JobKind.DIAGNOSTIC and not infra))
         check_node_identity(node, identity)
         submission = None
         if meta.kind == JobKind.JUDGE:
@@ -161,8 +185,11 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             raise LeaseLost("No such job for this node.")
         if job_meta.meta_of(job) != meta:
             raise _StaleMeta()
+        counted_in_group = job.host_group_id
 
         status = _check_and_apply(job, node, submission, identity, request, now=now, digest=digest)
+        if replacing and (status != "settled" or counted_in_group != group.pk):
+            raise _NotAReplacement()
         if infra and status in ("requeued", "failed"):
             conduct.infra_error_recorded(node, job, others, now=now)
         claim = None

@@ -425,9 +425,14 @@ def test_a_released_result_leases_nothing_even_with_other_work_queued(running, s
     assert not JudgeJob.objects.filter(state=JobState.RUNNING).exists()
 
 
-@pytest.mark.parametrize("carried_slots, node_lock", [(None, "LOCK IN SHARE MODE"), (1, "FOR UPDATE")],
-                         ids=["plain", "carrying-a-claim"])
-def test_results_share_the_node_lock_unless_they_claim(running, carried_slots, node_lock):
+@pytest.mark.parametrize("carried_slots, node_lock, group_lock", [
+    (None, "LOCK IN SHARE MODE", None), (1, "LOCK IN SHARE MODE", "LOCK IN SHARE MODE"),
+    (2, "FOR UPDATE", "FOR UPDATE"),
+], ids=["plain", "replacing-its-job", "claiming-more"])
+def test_results_share_the_node_lock_unless_they_may_raise_its_count(running, carried_slots, node_lock, group_lock):
+    """A plain result and a one-for-one replacement (one job asked for the slot it frees)
+    share the node and host group rows; a claim for more may raise the counts and takes
+    them exclusively."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -437,8 +442,11 @@ def test_results_share_the_node_lock_unless_they_claim(running, carried_slots, n
             settle(identity, judged(job))
         else:
             _settle_and_claim(identity, judged(job), free_slots=carried_slots)
-    [node_select] = [q["sql"] for q in queries if "FROM `judge_node`" in q["sql"] and "WHERE `id` IN" in q["sql"]]
+    locking = [q["sql"] for q in queries if "WHERE `id` IN" in q["sql"]]
+    [node_select] = [sql for sql in locking if "FROM `judge_node`" in sql]
+    group_selects = [sql for sql in locking if "FROM `judge_host_group`" in sql]
     assert node_select.endswith(node_lock)
+    assert [sql[-len(group_lock):] for sql in group_selects] == ([group_lock] if group_lock else [])
 
 
 def test_a_diagnostic_result_takes_the_node_lock_exclusively():
