@@ -211,10 +211,10 @@ KECE_CONSOLE_PUBLISH_MS = _positive_ms("KECE_CONSOLE_PUBLISH_MS", 1000)
 KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
 # Waiting claims: the per-pool fallback check interval and the bounded database threads.
 KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)
-KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=8)
+KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=4)
 # The web lanes (`kece.lanes`): threads, each with its database connection, per server
 # process for what users touch (submissions, reads, pages) and for what admins touch.
-KECE_WEB_THREADS = env.int("KECE_WEB_THREADS", default=8)
+KECE_WEB_THREADS = env.int("KECE_WEB_THREADS", default=4)
 KECE_ADMIN_THREADS = env.int("KECE_ADMIN_THREADS", default=4)
 for _lane in ("KECE_DB_THREADS", "KECE_WEB_THREADS", "KECE_ADMIN_THREADS"):
     if globals()[_lane] < 1:
