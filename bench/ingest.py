@@ -186,6 +186,7 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
         ideal = jobs * judge_seconds / (nodes_count * slots)
         posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
         return {"makespan": makespan, "ideal": ideal, "accept": arrivals[-1], "post_p50": percentile(posts, 50),
+                "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
                 "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
 
     try:
@@ -251,8 +252,10 @@ def main():
           f" (target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}); accepting took {median['accept']:.2f} s,"
           f" which alone allows {median['bound']:.3f}; result post p50 {ms(median['post_p50'])}")
     ratios = ", ".join(f"{b['makespan'] / b['ideal']:.3f}" for b in bursts)
+    again = ", ".join(str(b["leased_again"]) for b in [*bursts, {"leased_again": queued.leased_again}])
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
-          f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now")
+          f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
+          f" jobs leased more than once (a lost lease waited out), per burst: {again}")
 
 
 def print_acceptance(http, in_process, ms):
