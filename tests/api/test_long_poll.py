@@ -3,6 +3,7 @@ cheap waiting."""
 
 import asyncio
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -14,6 +15,7 @@ from django.db import connection
 from judging import wakeups
 from judging.models import JobState, JudgeJob
 from judging.services.claim import job_claim
+from tests.concurrency import lock_waits, raw_connection, wait_until
 from tests.factories import HostGroupFactory, UserFactory, make_node, make_problem
 from tests.judging.helpers import submit
 from tests.live import LiveServer, NodeClient, free_port
@@ -197,6 +199,60 @@ def test_a_lost_claim_response_comes_back_through_the_lease_within_the_slots(tmp
         [job] = jobs
         assert (job["jobId"], job["leaseEpoch"]) == (lost.pk, lost.lease_epoch + 1)
         assert JudgeJob.objects.filter(state=JobState.RUNNING).count() == 1
+
+
+def _server_side_open(server_port: int, client_port: int) -> bool:
+    """Whether the server still holds its end of a loopback connection (established, or
+    half-closed by the client and not yet closed by the server)."""
+    wanted = (f"{server_port:04X}", f"{client_port:04X}")
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state = fields[1].split(":")[1], fields[2].split(":")[1], fields[3]
+        if (local, remote) == wanted and state in ("01", "08"):  # ESTABLISHED, CLOSE_WAIT
+            return True
+    return False
+
+
+def test_a_claim_whose_node_hung_up_gives_back_what_it_leased(hint_only_server):
+    """The node hangs up while its claim's transaction is under way: what that transaction
+    leases cannot be delivered, so it is released at once, and another node takes the job
+    within its wait instead of after the lease runs out."""
+    server = hint_only_server
+    gone, _ = make_node(pool="python", max_slots=1, host_group=HostGroupFactory())
+    live, _ = make_node(pool="python", max_slots=1, host_group=HostGroupFactory())
+    problem = make_problem(languages=("python",))
+    connection.close()
+    holder = raw_connection()
+    lock_group = f"SELECT id FROM judge_host_group WHERE id = {gone.host_group_id} FOR UPDATE"
+    holder.cursor().execute("START TRANSACTION")
+    holder.cursor().execute(lock_group)
+    body = b'{"freeSlots": 1, "waitMs": 15000}'
+    hanging = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        hanging.sendall(b"POST /api/v1/internal/judgers/jobs/claim HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        + f"Authorization: Bearer {gone.secret}\r\nX-Judge-Session: {gone.session_epoch}\r\n".encode()
+                        + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        # Its first look finds nothing; once that transaction is over (the group is ours
+        # again), the claim waits for a wake-up.
+        wait_until(lambda: lock_waits() >= 1, timeout=20, message="the claim's first look waits on its host group")
+        holder.rollback()
+        holder.cursor().execute("START TRANSACTION")
+        holder.cursor().execute(lock_group)
+        [job_id] = [submit(UserFactory(), problem).current_judge_job_id]
+        connection.close()
+        wait_until(lambda: lock_waits() >= 1, timeout=20, message="the woken claim waits on its host group")
+        client_port = hanging.getsockname()[1]
+        hanging.close()
+        wait_until(lambda: not _server_side_open(server.port, client_port), timeout=20,
+                   message="the server closes its end of the connection")
+    finally:
+        holder.rollback()
+        holder.close()
+
+    answer = client_for(server, live).claim(free_slots=1, wait_ms=8000).json()
+    assert [(j["jobId"], j["leaseEpoch"]) for j in answer["jobs"]] == [(job_id, 2)]
+    job = JudgeJob.objects.get(pk=job_id)
+    assert (job.node_id, job.attempts) == (live.pk, 1)  # the undelivered lease is not an attempt
 
 
 def test_the_django_entry_point_answers_the_same(client, node_a):
