@@ -252,7 +252,7 @@ def main():
           f" (target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}); accepting took {median['accept']:.2f} s,"
           f" which alone allows {median['bound']:.3f}; result post p50 {ms(median['post_p50'])}")
     ratios = ", ".join(f"{b['makespan'] / b['ideal']:.3f}" for b in bursts)
-    again = ", ".join(str(b["leased_again"]) for b in [*bursts, {"leased_again": queued.leased_again}])
+    again = ", ".join(str(count) for count in [*(b["leased_again"] for b in bursts), queued.leased_again])
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")

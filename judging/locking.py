@@ -118,6 +118,14 @@ def _lock_by_pk(model, rank: Rank, pks):
     return {row.pk: row for row in _locked_rows(model, pks)}
 
 
+def _lock_one(model, rank: Rank, pk, *, key=None, shared: bool = False, names: tuple | None = None):
+    """One row by primary key, recorded at `rank` under `key` (the primary key unless the
+    rank orders by more); None if there is no such row."""
+    _acquire(rank, [pk if key is None else key])
+    rows = _locked_rows(model, [pk], shared=shared, names=names)
+    return rows[0] if rows else None
+
+
 # --- host groups and nodes -----------------------------------------------------------------
 
 def lock_host_group(pk, *, shared: bool = False):
@@ -127,9 +135,7 @@ def lock_host_group(pk, *, shared: bool = False):
     must not write the row."""
     from nodes.models import JudgeHostGroup
 
-    _acquire(Rank.HOST_GROUP, [pk])
-    rows = _locked_rows(JudgeHostGroup, [pk], shared=shared)
-    return rows[0] if rows else None
+    return _lock_one(JudgeHostGroup, Rank.HOST_GROUP, pk, shared=shared)
 
 
 def lock_node(pk, *, shared: bool = False):
@@ -139,9 +145,7 @@ def lock_node(pk, *, shared: bool = False):
     A shared holder must not write the node row (two holders upgrading would deadlock)."""
     from nodes.models import JudgeNode
 
-    _acquire(Rank.NODE, [pk])
-    rows = _locked_rows(JudgeNode, [pk], shared=shared)
-    return rows[0] if rows else None
+    return _lock_one(JudgeNode, Rank.NODE, pk, shared=shared)
 
 
 # --- problems and practices ----------------------------------------------------------------------
@@ -152,9 +156,7 @@ def lock_parent(model, pk, *, shared: bool = False, names: tuple | None = None):
     exclusively to mark it deleted, so it waits for the submits in flight, and every later
     submit sees the mark: its sweep of the submissions then misses none. `names`: the only
     fields to read (the others are deferred)."""
-    _acquire(Rank.PARENT, [(model._meta.db_table, pk)])
-    rows = _locked_rows(model, [pk], shared=shared, names=names)
-    return rows[0] if rows else None
+    return _lock_one(model, Rank.PARENT, pk, key=(model._meta.db_table, pk), shared=shared, names=names)
 
 
 # --- exam participants -------------------------------------------------------------------------
@@ -180,10 +182,8 @@ def lock_submission(submission_type: str, submission_id: int):
     """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id."""
     from judging.models import SUBMISSION_MODELS
 
-    model = SUBMISSION_MODELS[submission_type]
-    _acquire(Rank.SUBMISSION, [(_TYPE_ORDER[submission_type], submission_id)])
-    rows = _locked_rows(model, [submission_id])
-    return rows[0] if rows else None
+    return _lock_one(SUBMISSION_MODELS[submission_type], Rank.SUBMISSION, submission_id,
+                     key=(_TYPE_ORDER[submission_type], submission_id))
 
 
 # --- jobs ----------------------------------------------------------------------------------------
