@@ -3,12 +3,16 @@ real local agent that joins, passes its checks and judges every python sample.""
 
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 
 import pytest
 
 from tests.agents import private_dir
+from tests.concurrency import wait_until
+from kece.demo import HEALTH_PORTS
 from tests.live import ROOT, free_port, operator_environment
 
 pytestmark = pytest.mark.slow
@@ -21,9 +25,14 @@ def state_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(tmp_path, state_dir):
-    env = operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'kece.sqlite3'}",
-                               KECE_ARTIFACT_ROOT=tmp_path / "artifacts", KECE_LOG_LEVEL="WARNING")
+@pytest.fixture
+def env(tmp_path):
+    """An operator's environment on a database and artifact store of the test's own."""
+    return operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'kece.sqlite3'}",
+                                KECE_ARTIFACT_ROOT=tmp_path / "artifacts", KECE_LOG_LEVEL="WARNING")
+
+
+def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(env, state_dir):
     run = subprocess.run([sys.executable, "manage.py", "demo", "--no-wait", "--pools", "python",
                           "--port", str(free_port()), "--state-dir", str(state_dir)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -37,3 +46,31 @@ def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(tmp_path, sta
     # The busy agent asked for its next job on its result posts, and got them.
     agent_log = (state_dir / "python" / "agent.log").read_text()
     assert re.search(r"\"result accepted\" .*next_jobs=1", agent_log), agent_log[-2000:]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_demo_stopped_by_sigterm_stops_its_server_and_agents_too(env, state_dir):
+    port = free_port()
+    demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--pools", "python", "--port", str(port),
+                             "--state-dir", str(state_dir)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        for line in demo.stdout:
+            seen.append(line)
+            if "started the python agent" in line:
+                break
+        assert _listening(port), "".join(seen)
+        wait_until(lambda: _listening(HEALTH_PORTS["python"]), timeout=60, message="the agent serves its health port")
+        demo.send_signal(signal.SIGTERM)
+        rest = demo.communicate(timeout=120)[0]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert "[demo] stopping" in rest, "".join(seen) + rest
+    assert not _listening(port), "the control plane outlived the demo"
+    assert not _listening(HEALTH_PORTS["python"]), "the python agent outlived the demo"

@@ -1,10 +1,15 @@
 import os
+import signal
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from kece.demo import Demo, sandbox_usable, say
+
+
+def _stop_on_signal(signum, frame):
+    raise KeyboardInterrupt
 
 
 class Command(BaseCommand):
@@ -28,6 +33,10 @@ class Command(BaseCommand):
         Path(settings.DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         demo = Demo(port=port, state_dir=state, judge_mysql_url=judge_mysql_url,
                     pools=[p for p in pools.split(",") if p] or None)
+        # Stopped by a service manager, `timeout` or a closed terminal as by Ctrl-C: the
+        # server and the agents run in sessions of their own, so only `stop` ends them.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _stop_on_signal)
         weak = not sandbox_usable()
         if weak:
             say("WARNING: bubblewrap is not usable here; the agents run user code with rlimits only")
