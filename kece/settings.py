@@ -118,6 +118,8 @@ if DATABASE_VENDOR == "sqlite":
         }
     )
 else:
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+        DATABASES["default"]["ENGINE"] = "kece.mysql"  # Django's, with one-statement BEGIN
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options.setdefault("isolation_level", "read committed")
     options.setdefault("charset", "utf8mb4")

@@ -1,0 +1,1 @@
+"""Django's MySQL/MariaDB backend, with transactions opened in one round trip (`base`)."""
