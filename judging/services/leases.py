@@ -41,6 +41,10 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     nothing, so its progress is refused with it.
     """
     answers = []
+    # Whether each answer says anything of the node's conduct: a lease its own result
+    # settled while this renew was on its way says nothing (the agent renews a job until
+    # its result post is answered, and the two cross on the wire).
+    telling = []
     with transaction.atomic(durable=True):
         node = lock_node(identity.node_id, shared=True)
         check_node_identity(node, identity)
@@ -52,6 +56,7 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
             job = jobs.get(item.job_id)
             if not _holds_live_lease(job, identity, item.lease_epoch, now):
                 answers.append({"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)})
+                telling.append(not _settled_by(job, identity.node_id, item.lease_epoch))
                 continue
             # Renewed: the node has the job, so a repeated result post need not send it again.
             values = {"lease_until": until, "carried_by_job_id": None}
@@ -59,10 +64,17 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
                 values.update(progress_phase=item.phase, progress_testcase=item.testcase)
             update_locked_jobs([item.job_id], **values)
             answers.append({"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)})
-    all_lost = bool(answers) and all(a.get("error") == "lease_lost" for a in answers)
-    if all_lost or node.renew_lost_batches:
+            telling.append(True)
+    counted = [answer for answer, tells in zip(answers, telling) if tells]
+    all_lost = bool(counted) and all(a.get("error") == "lease_lost" for a in counted)
+    if counted and (all_lost or node.renew_lost_batches):
         conduct.renew_batch_recorded(node, all_lost=all_lost, now=now)
     return answers
+
+
+def _settled_by(job, node_id: int, lease_epoch: int) -> bool:
+    """Whether the node's own result settled the job under this lease."""
+    return job is not None and job.settled_node_id == node_id and job.settled_lease_epoch == lease_epoch
 
 
 def was_leased_to(job, node_id: int, lease_epoch: int) -> bool:

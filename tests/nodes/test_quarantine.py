@@ -205,6 +205,32 @@ def test_renew_batches_that_all_come_back_lost_quarantine_the_node(student, prob
     assert node.quarantine_reason.startswith("renew_lost:")
 
 
+def test_renewals_that_cross_the_nodes_own_result_posts_are_not_lost_leases(student, problem, node_a,
+                                                                           quarantine_settings):
+    """The agent renews a job until its result post is answered; when the result gets there
+    first, the renew finds the lease settled. A one-slot node judging short jobs may see
+    that batch after batch: it is not a node whose leases get lost."""
+    node, identity = node_a
+    now = timezone.now()
+    for _ in range(4):
+        submit(student, problem, now=now)
+    lost = [RenewItem(999999, 1)]
+    lease_renew(identity=identity, items=lost, now=now)  # one lost batch: the count is 1
+    for _ in range(3):
+        [job] = claim(identity, free_slots=1, now=now)
+        assert settle(identity, judged(job), now=now) == "settled"
+        [answer] = lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=now)
+        assert answer == {"jobId": job.pk, "ok": False, "error": "lease_lost"}
+    node.refresh_from_db()
+    assert node.quarantined_at is None
+    # Those batches neither raised the count nor ended it: two more lost ones quarantine.
+    assert node.renew_lost_batches == 1
+    for _ in range(2):
+        lease_renew(identity=identity, items=lost, now=now)
+    node.refresh_from_db()
+    assert node.quarantine_reason.startswith("renew_lost:")
+
+
 def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student, problem, node_a, admin_user):
     node, identity = node_a
     now = timezone.now()
