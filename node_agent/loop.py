@@ -108,9 +108,12 @@ class JobRun:
             self.phase, self.testcase = phase, testcase
             self.log.debug("progress", phase=phase, testcase=testcase)
 
-    def abort(self, reason: str) -> bool:
-        """Stop judging now. False if the result is already being posted."""
+    def abort(self, reason: str, *, unless_posting: bool = False) -> bool:
+        """Stop judging now. False if the result is already being posted; `unless_posting`:
+        then leave the job to its post altogether (no drop reason for its retries)."""
         with self.lock:
+            if unless_posting and self.state == "posting":
+                return False
             if self.drop_reason is None:
                 self.drop_reason = reason
             self.cancel.set()
@@ -558,8 +561,14 @@ class Agent:
                 jr.deadline = sent_at + remaining / 1000 - safety_margin_s(remaining)
             else:
                 reason = str(item.get("error") or "lease_lost")
-                if jr.abort(reason) or jr.state == "posting":
+                # A result being posted answers for its lease itself. The renew may have
+                # crossed it (the server settled the result first), or crossed an attempt
+                # whose answer was lost: the retry is answered `duplicate`, with the jobs
+                # that answer carried, and must not be dropped for this refusal.
+                if jr.abort(reason, unless_posting=True):
                     jr.log.warning("lease ended by the server; sandbox killed, job dropped", reason=reason)
+                elif jr.state == "posting":
+                    jr.log.info("renew refused while the result is being posted; the post decides", reason=reason)
 
     def watchdog_loop(self) -> None:
         while not self.stop_requested.is_set() or self._jobs():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -54,6 +55,45 @@ def test_renew_answers_move_deadlines_or_end_jobs():
     assert a.deadline == 50.0 + 54 and not a.cancel.is_set()
     assert b.cancel.is_set() and b.drop_reason == "cancelled"
     assert c.cancel.is_set() and c.drop_reason == "lease_lost"
+
+
+class _Poster(_Quiet):
+    """Just enough of an Agent to post a result; its client loses the first answer, and a
+    renew that crossed the post is answered before the post is tried again. It is its own
+    client: `post_result` below is the client's call, not the Agent's."""
+
+    def __init__(self, jr):
+        super().__init__([jr])
+        self.session = SimpleNamespace(epoch=1, desired_state="ENABLED")
+        self.client = self
+        self.posts, self.started = 0, []
+
+    def _with_next_claim(self, body, session):
+        return {**body, "claim": {"freeSlots": 1}}
+
+    def _start_carried(self, answer, session):
+        self.started += [j["jobId"] for j in answer.get("jobs") or []]
+
+    def post_result(self, *, session_epoch, job_id, body):  # the client's call
+        self.posts += 1
+        if self.posts == 1:
+            # The server settled the result, leased job 9 in its answer, and that answer
+            # was lost; a renew sent meanwhile finds the lease settled.
+            self.apply_renew(list(self.jobs.values()), {"leases": [
+                {"jobId": job_id, "ok": False, "error": "lease_lost"}]}, sent_at=0.0)
+            raise loop.TransportError("connection reset")
+        return {"status": "duplicate", "jobs": [job(9)]}
+
+
+def test_a_renew_that_crosses_the_result_post_leaves_the_post_to_decide():
+    posting = JobRun(job(1), 1, received=time.monotonic(), job_max_s=900)
+    assert posting.begin_post()
+    agent = _Poster(posting)
+    loop.Agent.post_result(agent, posting, {"outcome": "JUDGED", "leaseEpoch": 1})
+    # Posted again rather than dropped: the repeat is answered with the job the lost
+    # answer held, which the node starts instead of leaving it to wait out its lease.
+    assert agent.posts == 2 and agent.started == [9]
+    assert posting.drop_reason is None
 
 
 def test_the_watchdog_kills_at_the_lease_deadline_and_at_the_total_time_limit():
