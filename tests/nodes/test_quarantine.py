@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
-from judging.services.leases import RenewItem, lease_renew
+from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.settle import SettleRequest
 from nodes.checks import _queue_self_check, node_check_start
 from nodes.models import JudgeNode, NodeAudit
@@ -227,6 +227,26 @@ def test_renewals_that_cross_the_nodes_own_result_posts_are_not_lost_leases(stud
     assert node.renew_lost_batches == 1
     for _ in range(2):
         lease_renew(identity=identity, items=lost, now=now)
+    node.refresh_from_db()
+    assert node.quarantine_reason.startswith("renew_lost:")
+
+
+def test_a_lease_lost_after_the_node_settled_an_earlier_lease_of_the_job_still_counts(student, problem, node_a,
+                                                                                    quarantine_settings):
+    """Only the lease the node's result settled is excused, not a later lease of the same job."""
+    node, identity = node_a
+    now = timezone.now()
+    submit(student, problem, now=now)
+    [job] = claim(identity, now=now)
+    assert settle(identity, infra_error(job), now=now) == "requeued"
+    later = now + timedelta(minutes=10)
+    [again] = claim(identity, now=later)
+    assert (again.pk, again.lease_epoch) == (job.pk, job.lease_epoch + 1)
+    expired = later + timedelta(minutes=10)
+    assert jobs_reap_expired(now=expired).requeued == [job.pk]
+    for _ in range(3):
+        [answer] = lease_renew(identity=identity, items=[RenewItem(again.pk, again.lease_epoch)], now=expired)
+        assert answer["error"] == "lease_lost"
     node.refresh_from_db()
     assert node.quarantine_reason.startswith("renew_lost:")
 
