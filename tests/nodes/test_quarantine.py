@@ -237,8 +237,8 @@ def test_a_lease_lost_after_the_node_settled_an_earlier_lease_of_the_job_still_c
     node, identity = node_a
     now = timezone.now()
     submit(student, problem, now=now)
-    [job] = claim(identity, now=now)
-    assert settle(identity, infra_error(job), now=now) == "requeued"
+    [(job, status)] = _fail_jobs(identity, 1, now=now)
+    assert status == "requeued"
     later = now + timedelta(minutes=10)
     [again] = claim(identity, now=later)
     assert (again.pk, again.lease_epoch) == (job.pk, job.lease_epoch + 1)
