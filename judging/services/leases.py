@@ -41,9 +41,9 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     nothing, so its progress is refused with it.
     """
     answers = []
-    # Whether each answer says anything of the node's conduct: a lease its own result
-    # settled while this renew was on its way says nothing (the agent renews a job until
-    # its result post is answered, and the two cross on the wire).
+    # The answers that say something of the node's conduct: a lease its own result settled
+    # while this renew was on its way says nothing (the agent renews a job until its result
+    # post is answered, and the two cross on the wire).
     telling = []
     with transaction.atomic(durable=True):
         node = lock_node(identity.node_id, shared=True)
@@ -55,19 +55,21 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
         for item in items:
             job = jobs.get(item.job_id)
             if not _holds_live_lease(job, identity, item.lease_epoch, now):
-                answers.append({"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)})
-                telling.append(not _settled_by(job, identity.node_id, item.lease_epoch))
+                refused = {"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)}
+                answers.append(refused)
+                if not _settled_by(job, identity.node_id, item.lease_epoch):
+                    telling.append(refused)
                 continue
             # Renewed: the node has the job, so a repeated result post need not send it again.
             values = {"lease_until": until, "carried_by_job_id": None}
             if item.phase in JobPhase.values:
                 values.update(progress_phase=item.phase, progress_testcase=item.testcase)
             update_locked_jobs([item.job_id], **values)
-            answers.append({"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)})
-            telling.append(True)
-    counted = [answer for answer, tells in zip(answers, telling) if tells]
-    all_lost = bool(counted) and all(a.get("error") == "lease_lost" for a in counted)
-    if counted and (all_lost or node.renew_lost_batches):
+            renewed = {"jobId": item.job_id, "ok": True, "leaseRemainingMs": ms_between(until, now)}
+            answers.append(renewed)
+            telling.append(renewed)
+    all_lost = bool(telling) and all(a.get("error") == "lease_lost" for a in telling)
+    if telling and (all_lost or node.renew_lost_batches):
         conduct.renew_batch_recorded(node, all_lost=all_lost, now=now)
     return answers
 

@@ -37,6 +37,15 @@ def _fail_jobs(identity, count, *, now):
     return [(job, settle(identity, infra_error(job), now=now)) for job in jobs]
 
 
+def _renew_until_quarantined(node, identity, items, batches: int, *, now) -> list:
+    """Send `batches` renew batches of `items`, after which the node must be quarantined
+    for lost renewals; returns each batch's answers."""
+    answers = [lease_renew(identity=identity, items=items, now=now) for _ in range(batches)]
+    node.refresh_from_db()
+    assert node.quarantine_reason.startswith("renew_lost:")
+    return answers
+
+
 def _audits(node, action):
     return list(NodeAudit.objects.filter(node_id=node.pk, action=action).values_list("actor_name", flat=True))
 
@@ -199,10 +208,7 @@ def test_renew_batches_that_all_come_back_lost_quarantine_the_node(student, prob
     lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=now)
     node.refresh_from_db()
     assert node.renew_lost_batches == 0
-    for _ in range(3):
-        lease_renew(identity=identity, items=lost, now=now)
-    node.refresh_from_db()
-    assert node.quarantine_reason.startswith("renew_lost:")
+    _renew_until_quarantined(node, identity, lost, 3, now=now)
 
 
 def test_renewals_that_cross_the_nodes_own_result_posts_are_not_lost_leases(student, problem, node_a,
@@ -225,10 +231,7 @@ def test_renewals_that_cross_the_nodes_own_result_posts_are_not_lost_leases(stud
     assert node.quarantined_at is None
     # Those batches neither raised the count nor ended it: two more lost ones quarantine.
     assert node.renew_lost_batches == 1
-    for _ in range(2):
-        lease_renew(identity=identity, items=lost, now=now)
-    node.refresh_from_db()
-    assert node.quarantine_reason.startswith("renew_lost:")
+    _renew_until_quarantined(node, identity, lost, 2, now=now)
 
 
 def test_a_lease_lost_after_the_node_settled_an_earlier_lease_of_the_job_still_counts(student, problem, node_a,
@@ -244,11 +247,8 @@ def test_a_lease_lost_after_the_node_settled_an_earlier_lease_of_the_job_still_c
     assert (again.pk, again.lease_epoch) == (job.pk, job.lease_epoch + 1)
     expired = later + timedelta(minutes=10)
     assert jobs_reap_expired(now=expired).requeued == [job.pk]
-    for _ in range(3):
-        [answer] = lease_renew(identity=identity, items=[RenewItem(again.pk, again.lease_epoch)], now=expired)
-        assert answer["error"] == "lease_lost"
-    node.refresh_from_db()
-    assert node.quarantine_reason.startswith("renew_lost:")
+    batches = _renew_until_quarantined(node, identity, [RenewItem(again.pk, again.lease_epoch)], 3, now=expired)
+    assert all(answer["error"] == "lease_lost" for [answer] in batches)
 
 
 def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student, problem, node_a, admin_user):
