@@ -116,6 +116,8 @@ def test_an_admin_registers_watches_the_node_join_checks_enables_and_drains_it(f
     screenshot(page, "console-fleet-running-1280-en")
     page.set_viewport_size({"width": 390, "height": 900})
     screenshot(page, "console-fleet-running-390-en")
+    # The nodes table scrolls on its own; the page itself does not scroll sideways.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.set_viewport_size({"width": 1280, "height": 900})
     wait_for(lambda: Submission.objects.get(pk=submission.pk).verdict == "AC", 60, "the slow submission judged",
              agent)
