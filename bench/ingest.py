@@ -231,7 +231,8 @@ def main():
     server = LiveServer.for_database(dispatch.create_bench_user(database, dispatch.WEB_USER), workers=args.workers,
                                      env={"KECE_IN_PROCESS_SCHEDULER": 0, "REDIS_URL": os.environ["REDIS_URL"]})
     worker_db_url = dispatch.create_bench_user(database, dispatch.WORKER_USER)
-    with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_db_url, "KECE_CONN_MAX_AGE": "60"}):
+    with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_db_url, "KECE_CONN_MAX_AGE": "60"}), \
+            dispatch.user_statistics(False):
         if not args.burst_only:
             http = asyncio.run(http_phases(server.url, tokens, unserved, args.quick))
             in_process = {threads: in_process_rate(students, unserved, "cpp", 300, threads) for threads in (8, 64)}

@@ -65,7 +65,7 @@ def main():
 
     from django.db import connection
 
-    from bench.dispatch import WEB_USER, create_bench_user, make_nodes, statements
+    from bench.dispatch import WEB_USER, create_bench_user, make_nodes, statements, user_statistics
     from pools import snapshot
     from tests.live import LiveServer
 
@@ -81,7 +81,7 @@ def main():
     latencies = {name: [] for name in PATHS}
     requests = {name: 0 for name in PATHS}
     sql = {name: 0 for name in PATHS}
-    with server:
+    with server, user_statistics(True):
         for name, path in PATHS.items():  # warm every path once
             asyncio.run(hammer(server.url, path, 0.3, 2))
         for _ in range(rounds):
