@@ -213,10 +213,7 @@ KECE_CONSOLE_PUBLISH_MS = _positive_ms("KECE_CONSOLE_PUBLISH_MS", 1000)
 KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
 # Waiting claims: the per-pool fallback check interval and the bounded database threads.
 KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)
-# The node lane's threads per process. Two overlap one call's database round trips with
-# another's Python; more only share the process's GIL, so every call of a wave of result
-# posts ends later and the slots waiting on their answers sit idle longer.
-KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=2)
+KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=4)
 # The web lanes (`kece.lanes`): threads, each with its database connection, per server
 # process for what users touch (submissions, reads, pages) and for what admins touch.
 KECE_WEB_THREADS = env.int("KECE_WEB_THREADS", default=4)
