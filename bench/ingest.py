@@ -12,7 +12,9 @@ Prints:
      ratio HTTP ÷ in-process (target at 64: at least 0.5); p95 at 64 against what a fair
      queue gives (1.5 × 64 ÷ the accept rate);
   3. a 300-submission burst from 8 HTTP clients while 16 simulated slots (4 nodes × 4, a
-     200 ms judge, `bench/dispatch.py`) judge: makespan ÷ ideal (target: within 10 %).
+     200 ms judge, `bench/dispatch.py`) judge: makespan ÷ ideal (target: within 10 %); the
+     same jobs queued beforehand; and the machine's floor for the ratio: the best it could
+     be if every result post cost what it costs one slot alone (40 jobs on one slot).
 The acceptance phases submit to a pool no node serves, so their jobs stay out of the burst.
 """
 
@@ -185,7 +187,8 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
         makespan = max(timeline.done[j] for j in job_ids) - start
         ideal = jobs * judge_seconds / (nodes_count * slots)
         posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
-        return {"makespan": makespan, "ideal": ideal, "accept": arrivals[-1], "post_p50": percentile(posts, 50),
+        return {"makespan": makespan, "ideal": ideal, "arrivals": arrivals, "accept": arrivals[-1],
+                "post_p50": percentile(posts, 50),
                 "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
                 "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
 
@@ -240,6 +243,9 @@ def main():
         # The same jobs queued before the nodes start: no submission in the way, so its ratio
         # is what dispatching alone reaches on this machine as loaded as it is now.
         queued = asyncio.run(dispatch.queued_burst(server.url, students, judged, 300, 4, 4, 0.2, server.process.pid))
+        # One slot alone: its result posts meet no other, so they cost what one costs on this
+        # machine by itself.
+        alone = asyncio.run(dispatch.burst(server.url, students, judged, 40, 1, 1, 0.2, server.process.pid))
 
     ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
     print(f"ingest benchmark: uvicorn ({args.workers} process{'es' if args.workers > 1 else ''}) + Celery worker/beat"
@@ -257,6 +263,11 @@ def main():
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")
+    alone_post = percentile(alone.result_posts, 50)
+    floor = dispatch.list_makespan(median["arrivals"], 16, 0.2 + alone_post) / median["ideal"]
+    print(f"    this machine's floor for it: one slot alone gets its result post answered in {ms(alone_post)} (p50);"
+          f" with the submissions arriving as they did and every post costing that, the ratio could be no better"
+          f" than {floor:.3f}")
 
 
 def print_acceptance(http, in_process, ms):
