@@ -19,8 +19,8 @@ import logging
 from enum import IntEnum
 
 from django.conf import settings
-from django.db import connection
 
+from kece.rows import database
 from kece.rows import shape as shape_of
 from kece.rows import update_by_pk
 
@@ -53,7 +53,7 @@ class _TransactionLocks:
 def _outermost_block():
     # Test cases wrap each test in atomic blocks of their own; the service's transaction is
     # the first block that is not one of those.
-    for block in connection.atomic_blocks:
+    for block in database().atomic_blocks:
         if not getattr(block, "_from_testcase", False):
             return block
     return None
@@ -96,6 +96,7 @@ def _acquire(rank: Rank, keys, *, waits: bool = True) -> list:
 
 
 def _lock_clause(*, shared: bool = False) -> str:
+    connection = database()
     if not connection.features.has_select_for_update:
         return ""  # SQLite: the write transaction (IMMEDIATE) already excludes other writers
     if shared and connection.vendor == "mysql":
@@ -216,7 +217,7 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
         where = f"({where}) AND id NOT IN ({', '.join(['%s'] * len(held))})"
         params = [*params, *held]
     shape = shape_of(JudgeJob)
-    features = connection.features
+    features = database().features
     # Without SKIP LOCKED (an older server) claimers wait for each other instead: slower,
     # never wrong. Without row locks at all (SQLite) the write transaction excludes them.
     lock = (" FOR UPDATE SKIP LOCKED" if features.has_select_for_update_skip_locked
@@ -322,7 +323,7 @@ def lock_derived(model, key: tuple, **lookup):
         # transaction just inserted, and two such sharers upgrading to FOR UPDATE deadlock.
         # ON DUPLICATE KEY UPDATE takes the exclusive lock straight away.
         fields = list(lookup)
-        extra = {"unique_fields": fields} if connection.features.supports_update_conflicts_with_target else {}
+        extra = {"unique_fields": fields} if database().features.supports_update_conflicts_with_target else {}
         model.objects.bulk_create([model(**lookup)], update_conflicts=True, update_fields=fields[:1], **extra)
         row = model.objects.select_for_update().get(**lookup)
     return row

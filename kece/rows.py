@@ -7,11 +7,19 @@ converters Django's compiler would apply (aware datetimes, JSON, booleans). Fiel
 out are deferred, so touching one loads it rather than reading a wrong default.
 """
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+
+
+def database():
+    """This thread's connection itself. `django.db.connection` is a proxy that looks the
+    connection up again on every attribute read, a few microseconds each, and a statement
+    on these paths reads it a dozen times (field preparation, converters, cursors)."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 class RowShape:
     def __init__(self, model, names: tuple | None = None):
+        connection = database()
         quote = connection.ops.quote_name
         fields = [f for f in model._meta.concrete_fields if names is None or f.attname in names]
         self.table = quote(model._meta.db_table)
@@ -30,22 +38,24 @@ class RowShape:
     def columns_of(self, alias: str) -> str:
         return ", ".join(f"{alias}.{name}" for name in self.column_names)
 
-    def build(self, row):
+    def build(self, row, connection=None):
+        connection = connection or database()
         values = list(row)
         for index, column, converters in self.converters:
             for converter in converters:
                 values[index] = converter(values[index], column, connection)
         return self.model.from_db(connection.alias, self.attnames, values)
 
-    def split(self, row) -> tuple:
+    def split(self, row, connection=None) -> tuple:
         """(this shape's instance, the rest of the row) of a row that begins with its columns."""
-        return self.build(row[:len(self.attnames)]), row[len(self.attnames):]
+        return self.build(row[:len(self.attnames)], connection), row[len(self.attnames):]
 
     def load(self, sql: str, params) -> list:
+        connection = database()
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        return [self.build(row) for row in rows]
+        return [self.build(row, connection) for row in rows]
 
 
 _shapes: dict[tuple, RowShape] = {}
@@ -53,27 +63,27 @@ _shapes: dict[tuple, RowShape] = {}
 
 def shape(model, names: tuple | None = None) -> RowShape:
     """The shape of `model`'s rows: every concrete field, or only the attnames `names`."""
-    key = (model, names, connection.vendor)
+    key = (model, names, database().vendor)
     found = _shapes.get(key)
     if found is None:
         found = _shapes[key] = RowShape(model, names)
     return found
 
 
-def _insert_sql(meta, fields, count: int) -> str:
+def _insert_sql(connection, meta, fields, count: int) -> str:
     quote = connection.ops.quote_name
     row = f"({', '.join(['%s'] * len(fields))})"
     return (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
             f" VALUES {', '.join([row] * count)}")
 
 
-def _prepared(instance, fields) -> list:
+def _prepared(connection, instance, fields) -> list:
     """The values `Model.save()` would write: every field's `pre_save` value (its default,
     `auto_now_add`) prepared for the database."""
     return [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
 
 
-def _written(instance) -> None:
+def _written(connection, instance) -> None:
     instance._state.adding = False
     instance._state.db = connection.alias
 
@@ -84,11 +94,12 @@ def insert(instance) -> None:
     meta = type(instance)._meta
     generated = meta.pk.attname if getattr(instance, meta.pk.attname) is None else None
     fields = [f for f in meta.concrete_fields if f.attname != generated]
+    connection = database()
     with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(meta, fields, 1), _prepared(instance, fields))
+        cursor.execute(_insert_sql(connection, meta, fields, 1), _prepared(connection, instance, fields))
         if generated is not None:
             setattr(instance, generated, connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column))
-    _written(instance)
+    _written(connection, instance)
 
 
 def insert_many(instances: list) -> None:
@@ -98,16 +109,18 @@ def insert_many(instances: list) -> None:
         return
     meta = type(instances[0])._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
-    values = [value for instance in instances for value in _prepared(instance, fields)]
+    connection = database()
+    values = [value for instance in instances for value in _prepared(connection, instance, fields)]
     with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(meta, fields, len(instances)), values)
+        cursor.execute(_insert_sql(connection, meta, fields, len(instances)), values)
     for instance in instances:
-        _written(instance)
+        _written(connection, instance)
 
 
 def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
     """One plain UPDATE of `model` rows by primary key: `values` prepared as `Model.save`
     would, `increment` counters raised by one."""
+    connection = database()
     quote = connection.ops.quote_name
     sets, params = [], []
     for name, value in values.items():
@@ -125,10 +138,11 @@ def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
 def load_joined(first: RowShape, second: RowShape, sql: str, params):
     """The first row of `sql` (`first`'s columns, then `second`'s) as a pair of instances,
     or None if it finds no row."""
+    connection = database()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
-    instance, rest = first.split(row)
-    return instance, second.build(rest)
+    instance, rest = first.split(row, connection)
+    return instance, second.build(rest, connection)
