@@ -188,7 +188,7 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
         ideal = jobs * judge_seconds / (nodes_count * slots)
         posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
         return {"makespan": makespan, "ideal": ideal, "arrivals": arrivals, "accept": arrivals[-1],
-                "post_p50": percentile(posts, 50),
+                "slots": nodes_count * slots, "judge_seconds": judge_seconds, "post_p50": percentile(posts, 50),
                 "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
                 "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
 
@@ -264,7 +264,8 @@ def main():
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")
     alone_post = percentile(alone.result_posts, 50)
-    floor = dispatch.list_makespan(median["arrivals"], 16, 0.2 + alone_post) / median["ideal"]
+    floor = dispatch.list_makespan(median["arrivals"], median["slots"], median["judge_seconds"] + alone_post) \
+        / median["ideal"]
     print(f"    this machine's floor for it: one slot alone gets its result post answered in {ms(alone_post)} (p50);"
           f" with the submissions arriving as they did and every post costing that, the ratio could be no better"
           f" than {floor:.3f}")
