@@ -95,8 +95,7 @@ def _acquire(rank: Rank, keys, *, waits: bool = True) -> list:
     return fresh
 
 
-def _lock_clause(*, shared: bool = False) -> str:
-    connection = database()
+def _lock_clause(connection, *, shared: bool = False) -> str:
     if not connection.features.has_select_for_update:
         return ""  # SQLite: the write transaction (IMMEDIATE) already excludes other writers
     if shared and connection.vendor == "mysql":
@@ -108,10 +107,11 @@ def _locked_rows(model, pks, *, shared: bool = False, names: tuple | None = None
     keys = sorted(set(pks))
     if not keys:
         return []
-    shape = shape_of(model, names)
+    connection = database()
+    shape = shape_of(model, names, connection)
     placeholders = ", ".join(["%s"] * len(keys))
     return shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {shape.pk_column} IN ({placeholders})"
-                      f" ORDER BY {shape.pk_column}{_lock_clause(shared=shared)}", keys)
+                      f" ORDER BY {shape.pk_column}{_lock_clause(connection, shared=shared)}", keys, connection)
 
 
 def _lock_by_pk(model, rank: Rank, pks):
@@ -216,14 +216,15 @@ def claim_queued_jobs(where: str, params, limit: int) -> list:
     if held:
         where = f"({where}) AND id NOT IN ({', '.join(['%s'] * len(held))})"
         params = [*params, *held]
-    shape = shape_of(JudgeJob)
-    features = database().features
+    connection = database()
+    shape = shape_of(JudgeJob, connection=connection)
+    features = connection.features
     # Without SKIP LOCKED (an older server) claimers wait for each other instead: slower,
     # never wrong. Without row locks at all (SQLite) the write transaction excludes them.
     lock = (" FOR UPDATE SKIP LOCKED" if features.has_select_for_update_skip_locked
             else " FOR UPDATE" if features.has_select_for_update else "")
     jobs = shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {where}"
-                      f" ORDER BY claim_key, {shape.pk_column} LIMIT %s{lock}", [*params, limit])
+                      f" ORDER BY claim_key, {shape.pk_column} LIMIT %s{lock}", [*params, limit], connection)
     # The database chose the rows; record them so a later lower-ranked lock in this
     # transaction is still caught.
     _acquire(Rank.JOB, [job.pk for job in jobs], waits=False)

@@ -50,8 +50,8 @@ class RowShape:
         """(this shape's instance, the rest of the row) of a row that begins with its columns."""
         return self.build(row[:len(self.attnames)], connection), row[len(self.attnames):]
 
-    def load(self, sql: str, params) -> list:
-        connection = database()
+    def load(self, sql: str, params, connection=None) -> list:
+        connection = connection or database()
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
@@ -61,9 +61,9 @@ class RowShape:
 _shapes: dict[tuple, RowShape] = {}
 
 
-def shape(model, names: tuple | None = None) -> RowShape:
+def shape(model, names: tuple | None = None, connection=None) -> RowShape:
     """The shape of `model`'s rows: every concrete field, or only the attnames `names`."""
-    key = (model, names, database().vendor)
+    key = (model, names, (connection or database()).vendor)
     found = _shapes.get(key)
     if found is None:
         found = _shapes[key] = RowShape(model, names)
@@ -128,7 +128,7 @@ def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
         sets.append(f"{quote(field.column)} = %s")
         params.append(field.get_db_prep_save(value, connection))
     sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
-    found = shape(model)
+    found = shape(model, connection=connection)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {found.table} SET {', '.join(sets)} WHERE {found.pk_column} IN"
                        f" ({', '.join(['%s'] * len(keys))})", params + keys)
