@@ -280,6 +280,53 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class MachineCpu:
+    """CPU seconds of all the machine's cores together, from the first line of /proc/stat:
+    busy (every process, the load generator's too), idle (waiting for I/O included), and
+    stolen (the hypervisor ran something else while this machine had work to run)."""
+    busy: float
+    idle: float
+    stolen: float
+
+    @classmethod
+    def parse(cls, stat: str) -> "MachineCpu":
+        # cpu  user nice system idle iowait irq softirq steal guest guest_nice (ticks); guest
+        # time is already inside user and nice.
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in stat.split()[1:9])
+        tick = os.sysconf("SC_CLK_TCK")
+        return cls(busy=(user + nice + system + irq + softirq) / tick, idle=(idle + iowait) / tick,
+                   stolen=steal / tick)
+
+    @classmethod
+    def now(cls) -> "MachineCpu":
+        with open("/proc/stat") as stat:
+            return cls.parse(stat.readline())
+
+    def __sub__(self, earlier: "MachineCpu") -> "MachineCpu":
+        return MachineCpu(self.busy - earlier.busy, self.idle - earlier.idle, self.stolen - earlier.stolen)
+
+    @property
+    def total(self) -> float:
+        return self.busy + self.idle + self.stolen
+
+    def share(self, part: float) -> float:
+        return part / self.total if self.total else 0.0
+
+
+def machine_during(machine: MachineCpu, jobs: int, target_makespan: float) -> str:
+    """How busy the whole machine was during a burst, and what its work per job means for
+    a target: the CPU seconds the cores could give in `target_makespan` against those the
+    burst's work took (every process: the server, MariaDB, the worker, the load)."""
+    cores = os.cpu_count() or 1
+    offered = cores * target_makespan
+    return (f"{cores} cores {100 * machine.share(machine.busy):.0f} % busy,"
+            f" {100 * machine.share(machine.idle):.0f} % idle, {100 * machine.share(machine.stolen):.0f} % stolen by"
+            f" the hypervisor; every process's CPU together {1000 * machine.busy / jobs:.1f} ms a job, so the"
+            f" burst's work took {machine.busy:.2f} CPU-s of the {offered:.2f} that {cores} cores offer in the"
+            f" target's makespan ({target_makespan:.2f} s): {machine.busy / offered:.2f} of them")
+
+
 def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out) -> None:
     """Submitter process: the burst's submissions come from their own interpreter, like
     students' requests from other web processes, so they do not hold the simulated nodes'
@@ -324,6 +371,7 @@ class Burst:
     arrivals: list  # start → each submission committed, in order
     result_posts: list  # seconds from a result post to its answer (with the next job)
     leased_again: int = 0  # jobs leased more than once: each waited out a lost lease
+    machine: MachineCpu | None = None  # the whole machine's CPU over the same time
 
     @property
     def ideal(self) -> float:
@@ -341,17 +389,18 @@ class Burst:
 
 
 async def _when_judged(timeline, job_ids, *, start, arrivals, slots, judge_seconds, server_pid,
-                       cpu_before) -> Burst:
+                       cpu_before, machine_before) -> Burst:
     """Wait until every job of the burst has its result confirmed, then measure it from
     `start` (perf_counter time)."""
     while not all(j in timeline.done for j in job_ids):
         await asyncio.sleep(0.01)
+    machine = MachineCpu.now() - machine_before
     first_jobs = sorted(timeline.received[j] for j in job_ids)[:slots]
     return Burst(makespan=max(timeline.done[j] for j in job_ids) - start, slots=slots, judge_seconds=judge_seconds,
                  server_cpu_per_job=(cpu_seconds(server_pid) - cpu_before) / len(job_ids),
                  fill=first_jobs[-1] - start, arrivals=arrivals,
                  result_posts=[timeline.done[j] - timeline.posted[j] for j in job_ids],
-                 leased_again=await asyncio.to_thread(leased_again, job_ids))
+                 leased_again=await asyncio.to_thread(leased_again, job_ids), machine=machine)
 
 
 async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_seconds, server_pid) -> Burst:
@@ -366,12 +415,13 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
     async def scenario(timeline):
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
         await asyncio.sleep(1.5)  # every node is waiting
-        cpu_before = cpu_seconds(server_pid)
+        cpu_before, machine_before = cpu_seconds(server_pid), MachineCpu.now()
         go.set()
         start, committed = await asyncio.to_thread(out.get, True, 120)
         return await _when_judged(timeline, [job_id for job_id, _ in committed], start=start,
                                   arrivals=[at - start for _, at in committed], slots=nodes_count * slots,
-                                  judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before)
+                                  judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before,
+                                  machine_before=machine_before)
 
     try:
         return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
@@ -394,12 +444,12 @@ async def queued_burst(base_url, users, problem, jobs, nodes_count, slots, judge
             connection.close()
 
     job_ids = await asyncio.to_thread(submit_all)
-    cpu_before = cpu_seconds(server_pid)
+    cpu_before, machine_before = cpu_seconds(server_pid), MachineCpu.now()
 
     async def scenario(timeline):
         return await _when_judged(timeline, job_ids, start=timeline.nodes_started, arrivals=[0.0] * jobs,
                                   slots=nodes_count * slots, judge_seconds=judge_seconds, server_pid=server_pid,
-                                  cpu_before=cpu_before)
+                                  cpu_before=cpu_before, machine_before=machine_before)
 
     return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)
 
@@ -436,7 +486,7 @@ async def mixed_burst(base_url, users, problem, backlog, exams, nodes_count, slo
     answers arrive one by one. Returns the whole burst and each exam answer's submit → claim."""
     nodes = await asyncio.to_thread(make_nodes, nodes_count, slots)
     job_ids = await asyncio.to_thread(_queue_rejudges, users, problem, backlog)
-    cpu_before = cpu_seconds(server_pid)
+    cpu_before, machine_before = cpu_seconds(server_pid), MachineCpu.now()
     sent = {}
 
     async def scenario(timeline):
@@ -447,7 +497,8 @@ async def mixed_burst(base_url, users, problem, backlog, exams, nodes_count, slo
             await asyncio.sleep(0.05)
         burst = await _when_judged(timeline, job_ids + list(sent), start=timeline.nodes_started,
                                    arrivals=[0.0] * (backlog + exams), slots=nodes_count * slots,
-                                   judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before)
+                                   judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before,
+                                   machine_before=machine_before)
         return burst, [timeline.received[j] - at for j, at in sent.items()]
 
     return await gather_nodes(base_url, nodes, slots, judge_seconds, scenario)

@@ -14,7 +14,9 @@ Prints:
   3. a 300-submission burst from 8 HTTP clients while 16 simulated slots (4 nodes × 4, a
      200 ms judge, `bench/dispatch.py`) judge: makespan ÷ ideal (target: within 10 %); the
      same jobs queued beforehand; and the machine's floor for the ratio: the best it could
-     be if every result post cost what it costs one slot alone (40 jobs on one slot).
+     be if every result post cost what it costs one slot alone (40 jobs on one slot); and
+     the whole machine's CPU during the bursts: busy, idle, stolen by the hypervisor, and the
+     CPU seconds the burst's work took against those two cores offer in the target's makespan.
 The acceptance phases submit to a pool no node serves, so their jobs stay out of the burst.
 """
 
@@ -177,6 +179,7 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
     async def scenario(timeline):
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
         await asyncio.sleep(1.5)  # every node is waiting
+        machine_before = dispatch.MachineCpu.now()
         go.set()
         start, committed, errors = await asyncio.to_thread(out.get, True, 120)
         assert not errors, errors
@@ -184,11 +187,13 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
         arrivals = [at - start for _, at in committed]
         while not all(j in timeline.done for j in job_ids):
             await asyncio.sleep(0.01)
+        machine = dispatch.MachineCpu.now() - machine_before
         makespan = max(timeline.done[j] for j in job_ids) - start
         ideal = jobs * judge_seconds / (nodes_count * slots)
         posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
         return {"makespan": makespan, "ideal": ideal, "arrivals": arrivals, "accept": arrivals[-1],
                 "slots": nodes_count * slots, "judge_seconds": judge_seconds, "post_p50": percentile(posts, 50),
+                "machine": machine,
                 "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
                 "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
 
@@ -263,6 +268,10 @@ def main():
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")
+    target_makespan = 1.10 * median["ideal"]
+    print(f"    the machine during the median burst: "
+          f"{dispatch.machine_during(median['machine'], len(median['arrivals']), target_makespan)};"
+          f"\n    during the queued burst: {dispatch.machine_during(queued.machine, len(queued.arrivals), target_makespan)}")
     alone_post = percentile(alone.result_posts, 50)
     floor = dispatch.list_makespan(median["arrivals"], median["slots"], median["judge_seconds"] + alone_post) \
         / median["ideal"]

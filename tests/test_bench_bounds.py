@@ -1,8 +1,11 @@
-"""The dispatch benchmark's bounds: the makespan that arrivals, slots and a per-job post cost allow."""
+"""The dispatch benchmark's bounds: the makespan that arrivals, slots and a per-job post cost allow,
+and the machine's CPU it reports beside them."""
+
+import os
 
 import pytest
 
-from bench.dispatch import Burst, list_makespan
+from bench.dispatch import Burst, MachineCpu, list_makespan, machine_during
 
 
 def test_a_burst_that_arrives_at_once_is_bounded_by_the_busiest_slot():
@@ -28,3 +31,27 @@ def test_a_result_post_cost_lengthens_every_cycle_of_the_busiest_slot():
     assert burst.bound() == pytest.approx(3.8 / 3.75)
     # Nineteen cycles of 200 ms + 10 ms on the busiest slots.
     assert burst.bound(0.010) == pytest.approx(19 * 0.21 / 3.75)
+
+
+def _stat(user, nice, system, idle, iowait, irq, softirq, steal):
+    tick = os.sysconf("SC_CLK_TCK")
+    ticks = [round(v * tick) for v in (user, nice, system, idle, iowait, irq, softirq, steal)]
+    # guest and guest_nice are already counted in user and nice
+    return "cpu  " + " ".join(map(str, ticks)) + " 7 0\n"
+
+
+def test_the_machine_cpu_counts_stolen_time_apart_from_busy_and_idle():
+    before = MachineCpu.parse(_stat(10, 1, 4, 50, 2, 0, 1, 3))
+    after = MachineCpu.parse(_stat(16, 1, 6, 52, 3, 0, 2, 5))
+    during = after - before
+    assert (during.busy, during.idle, during.stolen) == pytest.approx((9, 3, 2))
+    assert during.share(during.stolen) == pytest.approx(2 / 14)
+
+
+def test_the_machine_line_sets_the_work_against_what_the_cores_offer_in_the_target_makespan():
+    line = machine_during(MachineCpu(busy=6.0, idle=1.5, stolen=0.5), jobs=300, target_makespan=4.0)
+    cores = os.cpu_count()
+    assert "75 % busy" in line and "6 % stolen" in line
+    assert "20.0 ms a job" in line
+    assert f"of the {cores * 4.0:.2f} that {cores} cores offer" in line
+    assert f"{6.0 / (cores * 4.0):.2f} of them" in line
