@@ -327,6 +327,18 @@ def machine_during(machine: MachineCpu, jobs: int, target_makespan: float) -> st
             f" target's makespan ({target_makespan:.2f} s): {machine.busy / offered:.2f} of them")
 
 
+def slot_time(makespan: float, slots: int, judge_seconds: float, result_posts: list) -> str:
+    """Where the slots' time went over a burst: judging, waiting for result posts to be
+    answered (each with the slot's next job), and the rest (no job to run)."""
+    total = makespan * slots
+    judging = len(result_posts) * judge_seconds
+    posting = sum(result_posts)
+    mean = posting / len(result_posts)
+    return (f"{slots} slots x {makespan:.2f} s = {total:.1f} slot-s: judging {judging:.1f}, result posts {posting:.1f}"
+            f" (p50 {1000 * percentile(result_posts, 50):.1f} ms, p90 {1000 * percentile(result_posts, 90):.1f} ms,"
+            f" mean {1000 * mean:.1f} ms), no job to run {total - judging - posting:.1f}")
+
+
 def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out) -> None:
     """Submitter process: the burst's submissions come from their own interpreter, like
     students' requests from other web processes, so they do not hold the simulated nodes'

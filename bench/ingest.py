@@ -16,7 +16,8 @@ Prints:
      same jobs queued beforehand; and the machine's floor for the ratio: the best it could
      be if every result post cost what it costs one slot alone (40 jobs on one slot); and
      the whole machine's CPU during the bursts: busy, idle, stolen by the hypervisor, and the
-     CPU seconds the burst's work took against those two cores offer in the target's makespan.
+     CPU seconds the burst's work took against those two cores offer in the target's makespan;
+     and where the slots' time went: judging, waiting for result posts, no job to run.
 The acceptance phases submit to a pool no node serves, so their jobs stay out of the burst.
 """
 
@@ -193,7 +194,7 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
         posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
         return {"makespan": makespan, "ideal": ideal, "arrivals": arrivals, "accept": arrivals[-1],
                 "slots": nodes_count * slots, "judge_seconds": judge_seconds, "post_p50": percentile(posts, 50),
-                "machine": machine,
+                "machine": machine, "posts": posts,
                 "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
                 "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
 
@@ -268,6 +269,8 @@ def main():
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")
+    print(f"    the median burst's {dispatch.slot_time(median['makespan'], median['slots'], median['judge_seconds'], median['posts'])};"
+          f"\n    the queued burst's {dispatch.slot_time(queued.makespan, queued.slots, queued.judge_seconds, queued.result_posts)}")
     target_makespan = 1.10 * median["ideal"]
     print(f"    the machine during the median burst: "
           f"{dispatch.machine_during(median['machine'], len(median['arrivals']), target_makespan)};"

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bench.dispatch import Burst, MachineCpu, list_makespan, machine_during
+from bench.dispatch import Burst, MachineCpu, list_makespan, machine_during, slot_time
 
 
 def test_a_burst_that_arrives_at_once_is_bounded_by_the_busiest_slot():
@@ -55,3 +55,11 @@ def test_the_machine_line_sets_the_work_against_what_the_cores_offer_in_the_targ
     assert "20.0 ms a job" in line
     assert f"of the {cores * 4.0:.2f} that {cores} cores offer" in line
     assert f"{6.0 / (cores * 4.0):.2f} of them" in line
+
+
+def test_slot_time_splits_the_slots_time_into_judging_posts_and_no_job():
+    # 16 slots for 4.0 s: 64 slot-s; 300 jobs of 0.2 s judge 60; posts took 3.0 in all.
+    line = slot_time(4.0, 16, 0.2, [0.01] * 300)
+    assert "64.0 slot-s: judging 60.0, result posts 3.0" in line
+    assert "no job to run 1.0" in line
+    assert "p50 10.0 ms" in line and "mean 10.0 ms" in line
