@@ -314,31 +314,6 @@ class MachineCpu:
         return part / self.total if self.total else 0.0
 
 
-def machine_during(machine: MachineCpu, jobs: int, target_makespan: float) -> str:
-    """How busy the whole machine was during a burst, and what its work per job means for
-    a target: the CPU seconds the cores could give in `target_makespan` against those the
-    burst's work took (every process: the server, MariaDB, the worker, the load)."""
-    cores = os.cpu_count() or 1
-    offered = cores * target_makespan
-    return (f"{cores} cores {100 * machine.share(machine.busy):.0f} % busy,"
-            f" {100 * machine.share(machine.idle):.0f} % idle, {100 * machine.share(machine.stolen):.0f} % stolen by"
-            f" the hypervisor; every process's CPU together {1000 * machine.busy / jobs:.1f} ms a job, so the"
-            f" burst's work took {machine.busy:.2f} CPU-s of the {offered:.2f} that {cores} cores offer in the"
-            f" target's makespan ({target_makespan:.2f} s): {machine.busy / offered:.2f} of them")
-
-
-def slot_time(makespan: float, slots: int, judge_seconds: float, result_posts: list) -> str:
-    """Where the slots' time went over a burst: judging, waiting for result posts to be
-    answered (each with the slot's next job), and the rest (no job to run)."""
-    total = makespan * slots
-    judging = len(result_posts) * judge_seconds
-    posting = sum(result_posts)
-    mean = posting / len(result_posts)
-    return (f"{slots} slots x {makespan:.2f} s = {total:.1f} slot-s: judging {judging:.1f}, result posts {posting:.1f}"
-            f" (p50 {1000 * percentile(result_posts, 50):.1f} ms, p90 {1000 * percentile(result_posts, 90):.1f} ms,"
-            f" mean {1000 * mean:.1f} ms), no job to run {total - judging - posting:.1f}")
-
-
 def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out) -> None:
     """Submitter process: the burst's submissions come from their own interpreter, like
     students' requests from other web processes, so they do not hold the simulated nodes'
@@ -399,8 +374,33 @@ class Burst:
         turnaround) took `post_seconds` and nothing else cost anything."""
         return list_makespan(self.arrivals, self.slots, self.judge_seconds + post_seconds) / self.ideal
 
+    def slot_time(self) -> str:
+        """Where the slots' time went: judging, waiting for result posts to be answered
+        (each with the slot's next job), and the rest (no job to run)."""
+        total = self.makespan * self.slots
+        judging = len(self.result_posts) * self.judge_seconds
+        posting = sum(self.result_posts)
+        mean = posting / len(self.result_posts)
+        return (f"{self.slots} slots x {self.makespan:.2f} s = {total:.1f} slot-s: judging {judging:.1f}, result"
+                f" posts {posting:.1f} (p50 {1000 * percentile(self.result_posts, 50):.1f} ms, p90"
+                f" {1000 * percentile(self.result_posts, 90):.1f} ms, mean {1000 * mean:.1f} ms), no job to run"
+                f" {total - judging - posting:.1f}")
 
-async def _when_judged(timeline, job_ids, *, start, arrivals, slots, judge_seconds, server_pid,
+    def machine_during(self, target_makespan: float) -> str:
+        """How busy the whole machine was, and what the burst's work means for a target: the
+        CPU seconds the cores could give in `target_makespan` against those the work took
+        (every process: the server, MariaDB, the worker, the load)."""
+        machine, cores = self.machine, os.cpu_count() or 1
+        offered = cores * target_makespan
+        return (f"{cores} cores {100 * machine.share(machine.busy):.0f} % busy,"
+                f" {100 * machine.share(machine.idle):.0f} % idle, {100 * machine.share(machine.stolen):.0f} %"
+                f" stolen by the hypervisor; every process's CPU together"
+                f" {1000 * machine.busy / len(self.arrivals):.1f} ms a job, so the burst's work took"
+                f" {machine.busy:.2f} CPU-s of the {offered:.2f} that {cores} cores offer in the target's makespan"
+                f" ({target_makespan:.2f} s): {machine.busy / offered:.2f} of them")
+
+
+async def when_judged(timeline, job_ids, *, start, arrivals, slots, judge_seconds, server_pid,
                        cpu_before, machine_before) -> Burst:
     """Wait until every job of the burst has its result confirmed, then measure it from
     `start` (perf_counter time)."""
@@ -430,7 +430,7 @@ async def burst(base_url, users, problem, jobs, nodes_count, slots, judge_second
         cpu_before, machine_before = cpu_seconds(server_pid), MachineCpu.now()
         go.set()
         start, committed = await asyncio.to_thread(out.get, True, 120)
-        return await _when_judged(timeline, [job_id for job_id, _ in committed], start=start,
+        return await when_judged(timeline, [job_id for job_id, _ in committed], start=start,
                                   arrivals=[at - start for _, at in committed], slots=nodes_count * slots,
                                   judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before,
                                   machine_before=machine_before)
@@ -459,7 +459,7 @@ async def queued_burst(base_url, users, problem, jobs, nodes_count, slots, judge
     cpu_before, machine_before = cpu_seconds(server_pid), MachineCpu.now()
 
     async def scenario(timeline):
-        return await _when_judged(timeline, job_ids, start=timeline.nodes_started, arrivals=[0.0] * jobs,
+        return await when_judged(timeline, job_ids, start=timeline.nodes_started, arrivals=[0.0] * jobs,
                                   slots=nodes_count * slots, judge_seconds=judge_seconds, server_pid=server_pid,
                                   cpu_before=cpu_before, machine_before=machine_before)
 
@@ -507,7 +507,7 @@ async def mixed_burst(base_url, users, problem, backlog, exams, nodes_count, slo
             start = time.perf_counter()
             sent[await asyncio.to_thread(submit_exam, users[i % len(users)], problem)] = start
             await asyncio.sleep(0.05)
-        burst = await _when_judged(timeline, job_ids + list(sent), start=timeline.nodes_started,
+        burst = await when_judged(timeline, job_ids + list(sent), start=timeline.nodes_started,
                                    arrivals=[0.0] * (backlog + exams), slots=nodes_count * slots,
                                    judge_seconds=judge_seconds, server_pid=server_pid, cpu_before=cpu_before,
                                    machine_before=machine_before)

@@ -166,7 +166,8 @@ def _submit_when_told(base, tokens, problem_id, count, clients, go, out) -> None
     out.put(asyncio.run(run()))
 
 
-async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_count=4, slots=4, judge_seconds=0.2):
+async def submitted_burst(base, tokens, problem, server_pid, jobs=300, clients=8, nodes_count=4, slots=4,
+                          judge_seconds=0.2) -> dispatch.Burst:
     """`jobs` submissions over HTTP from `clients` students while the simulated nodes judge."""
     import multiprocessing
 
@@ -180,23 +181,15 @@ async def submitted_burst(base, tokens, problem, jobs=300, clients=8, nodes_coun
     async def scenario(timeline):
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
         await asyncio.sleep(1.5)  # every node is waiting
-        machine_before = dispatch.MachineCpu.now()
+        cpu_before, machine_before = dispatch.cpu_seconds(server_pid), dispatch.MachineCpu.now()
         go.set()
         start, committed, errors = await asyncio.to_thread(out.get, True, 120)
         assert not errors, errors
         job_ids = await asyncio.to_thread(job_ids_of, [s for s, _ in committed])
-        arrivals = [at - start for _, at in committed]
-        while not all(j in timeline.done for j in job_ids):
-            await asyncio.sleep(0.01)
-        machine = dispatch.MachineCpu.now() - machine_before
-        makespan = max(timeline.done[j] for j in job_ids) - start
-        ideal = jobs * judge_seconds / (nodes_count * slots)
-        posts = [timeline.done[j] - timeline.posted[j] for j in job_ids]
-        return {"makespan": makespan, "ideal": ideal, "arrivals": arrivals, "accept": arrivals[-1],
-                "slots": nodes_count * slots, "judge_seconds": judge_seconds, "post_p50": percentile(posts, 50),
-                "machine": machine, "posts": posts,
-                "leased_again": await asyncio.to_thread(dispatch.leased_again, job_ids),
-                "bound": dispatch.list_makespan(arrivals, nodes_count * slots, judge_seconds) / ideal}
+        return await dispatch.when_judged(timeline, job_ids, start=start, arrivals=[at - start for _, at in committed],
+                                          slots=nodes_count * slots, judge_seconds=judge_seconds,
+                                          server_pid=server_pid, cpu_before=cpu_before,
+                                          machine_before=machine_before)
 
     try:
         return await dispatch.gather_nodes(base, nodes, slots, judge_seconds, scenario)
@@ -245,7 +238,7 @@ def main():
         if not args.burst_only:
             http = asyncio.run(http_phases(server.url, tokens, unserved, args.quick))
             in_process = {threads: in_process_rate(students, unserved, "cpp", 300, threads) for threads in (8, 64)}
-        bursts = [asyncio.run(submitted_burst(server.url, tokens, judged)) for _ in range(1 if args.quick else 3)]
+        bursts = [asyncio.run(submitted_burst(server.url, tokens, judged, server.process.pid)) for _ in range(1 if args.quick else 3)]
         # The same jobs queued before the nodes start: no submission in the way, so its ratio
         # is what dispatching alone reaches on this machine as loaded as it is now.
         queued = asyncio.run(dispatch.queued_burst(server.url, students, judged, 300, 4, 4, 0.2, server.process.pid))
@@ -258,29 +251,25 @@ def main():
           f" + MariaDB + Redis, {os.cpu_count()} cores shared with the load generator")
     if not args.burst_only:
         print_acceptance(http, in_process, ms)
-    median = sorted(bursts, key=lambda b: b["makespan"] / b["ideal"])[len(bursts) // 2]
-    ratio = median["makespan"] / median["ideal"]
+    median = sorted(bursts, key=lambda b: b.ratio)[len(bursts) // 2]
     print(f"  300 submissions over HTTP from 8 clients while 16 slots judge (200 ms): makespan"
-          f" {median['makespan']:.2f} s, ideal {median['ideal']:.2f} s, ratio {ratio:.3f}"
-          f" (target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}); accepting took {median['accept']:.2f} s,"
-          f" which alone allows {median['bound']:.3f}; result post p50 {ms(median['post_p50'])}")
-    ratios = ", ".join(f"{b['makespan'] / b['ideal']:.3f}" for b in bursts)
-    again = ", ".join(str(count) for count in [*(b["leased_again"] for b in bursts), queued.leased_again])
+          f" {median.makespan:.2f} s, ideal {median.ideal:.2f} s, ratio {median.ratio:.3f}"
+          f" (target <= 1.10: {'met' if median.ratio <= 1.10 else 'NOT met'}); accepting took"
+          f" {median.arrivals[-1]:.2f} s, which alone allows {median.bound():.3f}; result post p50"
+          f" {ms(percentile(median.result_posts, 50))}")
+    ratios = ", ".join(f"{b.ratio:.3f}" for b in bursts)
+    again = ", ".join(str(b.leased_again) for b in [*bursts, queued])
     print(f"    ratios of the {len(bursts)} bursts: {ratios}; the same 300 jobs queued before the nodes start"
           f" (no submissions): ratio {queued.ratio:.3f}, the dispatcher's own on this machine now;"
           f" jobs leased more than once (a lost lease waited out), per burst: {again}")
-    print(f"    the median burst's {dispatch.slot_time(median['makespan'], median['slots'], median['judge_seconds'], median['posts'])};"
-          f"\n    the queued burst's {dispatch.slot_time(queued.makespan, queued.slots, queued.judge_seconds, queued.result_posts)}")
-    target_makespan = 1.10 * median["ideal"]
-    print(f"    the machine during the median burst: "
-          f"{dispatch.machine_during(median['machine'], len(median['arrivals']), target_makespan)};"
-          f"\n    during the queued burst: {dispatch.machine_during(queued.machine, len(queued.arrivals), target_makespan)}")
+    print(f"    the median burst's {median.slot_time()};\n    the queued burst's {queued.slot_time()}")
+    target_makespan = 1.10 * median.ideal
+    print(f"    the machine during the median burst: {median.machine_during(target_makespan)};"
+          f"\n    during the queued burst: {queued.machine_during(target_makespan)}")
     alone_post = percentile(alone.result_posts, 50)
-    floor = dispatch.list_makespan(median["arrivals"], median["slots"], median["judge_seconds"] + alone_post) \
-        / median["ideal"]
     print(f"    this machine's floor for it: one slot alone gets its result post answered in {ms(alone_post)} (p50);"
           f" with the submissions arriving as they did and every post costing that, the ratio could be no better"
-          f" than {floor:.3f}")
+          f" than {median.bound(alone_post):.3f}")
 
 
 def print_acceptance(http, in_process, ms):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bench.dispatch import Burst, MachineCpu, list_makespan, machine_during, slot_time
+from bench.dispatch import Burst, MachineCpu, list_makespan
 
 
 def test_a_burst_that_arrives_at_once_is_bounded_by_the_busiest_slot():
@@ -49,7 +49,9 @@ def test_the_machine_cpu_counts_stolen_time_apart_from_busy_and_idle():
 
 
 def test_the_machine_line_sets_the_work_against_what_the_cores_offer_in_the_target_makespan():
-    line = machine_during(MachineCpu(busy=6.0, idle=1.5, stolen=0.5), jobs=300, target_makespan=4.0)
+    burst = Burst(makespan=4.0, slots=16, judge_seconds=0.2, server_cpu_per_job=0.0, fill=0.0,
+                  arrivals=[0.0] * 300, result_posts=[], machine=MachineCpu(busy=6.0, idle=1.5, stolen=0.5))
+    line = burst.machine_during(target_makespan=4.0)
     cores = os.cpu_count()
     assert "75 % busy" in line and "6 % stolen" in line
     assert "20.0 ms a job" in line
@@ -59,7 +61,8 @@ def test_the_machine_line_sets_the_work_against_what_the_cores_offer_in_the_targ
 
 def test_slot_time_splits_the_slots_time_into_judging_posts_and_no_job():
     # 16 slots for 4.0 s: 64 slot-s; 300 jobs of 0.2 s judge 60; posts took 3.0 in all.
-    line = slot_time(4.0, 16, 0.2, [0.01] * 300)
+    line = Burst(makespan=4.0, slots=16, judge_seconds=0.2, server_cpu_per_job=0.0, fill=0.0,
+                 arrivals=[0.0] * 300, result_posts=[0.01] * 300).slot_time()
     assert "64.0 slot-s: judging 60.0, result posts 3.0" in line
     assert "no job to run 1.0" in line
     assert "p50 10.0 ms" in line and "mean 10.0 ms" in line
