@@ -46,17 +46,19 @@ def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
 
 
 _RUNNING_COUNTS = (
-    "SELECT COUNT(CASE WHEN node_id = %s THEN 1 END), COUNT(CASE WHEN host_group_id = %s THEN 1 END)"
-    " FROM judge_job WHERE (node_id = %s OR host_group_id = %s) AND state = %s"
+    "SELECT (SELECT COUNT(*) FROM judge_job WHERE node_id = %s AND state = %s),"
+    " (SELECT COUNT(*) FROM judge_job WHERE host_group_id = %s AND state = %s)"
 )
 
 
 def _running_counts(node, group) -> tuple[int, int]:
-    """RUNNING jobs of the node and of its host group, in one statement (an index merge
-    of (node_id, state) and (host_group_id, state)). Expired-but-unreaped leases are still
+    """RUNNING jobs of the node and of its host group, in one statement. Each count reads
+    only its own index range, (node_id, state) and (host_group_id, state): one count over
+    `node_id = … OR host_group_id = …` is planned as a walk over every RUNNING job of every
+    pool, or over the whole table once many jobs run. Expired-but-unreaped leases are still
     RUNNING here and so still take their slot: the node may yet be judging them."""
     with connection.cursor() as cursor:
-        cursor.execute(_RUNNING_COUNTS, [node.pk, group.pk, node.pk, group.pk, JobState.RUNNING])
+        cursor.execute(_RUNNING_COUNTS, [node.pk, JobState.RUNNING, group.pk, JobState.RUNNING])
         node_running, group_running = cursor.fetchone()
     return node_running or 0, group_running or 0
 

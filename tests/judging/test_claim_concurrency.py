@@ -121,3 +121,46 @@ def test_concurrent_claimers_take_the_classes_in_order_and_each_class_in_fifo_or
     # practice job and, of the backlog, exactly its oldest.
     assert set(exam) | set(practice) <= taken
     assert taken - set(exam) - set(practice) == set(rejudges[:36])
+
+
+def _rows_read(sql: str, params) -> int:
+    """Index and table rows MariaDB reads to answer `sql` (this session's handler counters)."""
+    with connection.cursor() as cursor:
+        cursor.execute("FLUSH STATUS")
+        cursor.execute(sql, params)
+        cursor.fetchall()
+        cursor.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next')")
+        return sum(int(value) for _, value in cursor.fetchall())
+
+
+def test_the_claim_counts_its_node_and_group_each_on_its_own_index():
+    student = UserFactory()
+    python, java = make_problem(languages=("python",)), make_problem(languages=("java",))
+    group = HostGroupFactory(total_slots=400)
+    _, busy = make_node(pool="python", host_group=group, max_slots=200)
+    _, claimer = make_node(pool="python", host_group=group, max_slots=200)
+    other_group = HostGroupFactory(total_slots=100)
+    _, other = make_node(pool="java", host_group=other_group, max_slots=100)
+    for _ in range(300):
+        submit(student, python)
+    for _ in range(100):
+        submit(student, java, language="java")
+    now = timezone.now()
+    assert len(job_claim(identity=busy, free_slots=200, now=now).jobs) == 200
+    assert len(job_claim(identity=claimer, free_slots=80, now=now).jobs) == 80
+    assert len(job_claim(identity=other, free_slots=100, now=now).jobs) == 100
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE TABLE judge_job")
+        cursor.fetchall()
+
+    with CaptureQueriesContext(connection) as queries:
+        assert len(job_claim(identity=claimer, free_slots=5, now=now).jobs) == 5
+    [count_sql] = [q["sql"] for q in queries if "COUNT(" in q["sql"]]
+
+    # Counted again now (the node's 85 running jobs, its group's 285), each count reads its
+    # own range of the (node_id, state) and (host_group_id, state) indexes: 370 entries,
+    # whatever else runs. A plan over the table, or over every running job, reads more.
+    own = (JudgeJob.objects.filter(node_id=claimer.node_id, state=JobState.RUNNING).count()
+           + JudgeJob.objects.filter(host_group=group, state=JobState.RUNNING).count())
+    assert own == 85 + 285
+    assert _rows_read(count_sql, None) <= own + 2, "the running counts read beyond their own index ranges"
