@@ -15,6 +15,7 @@ from judging import display
 from judging.api.exams import _participation, exam_json, result_json
 from judging.models import ExamParticipant
 from judging.services import exams
+from kece.converters import whole_number
 from kece.errors import DomainError, NotFound
 
 STATE_WORDS = {
@@ -70,8 +71,8 @@ def exam_detail(request, exam_id: int):
         if request.POST.get("action") == "hand-in":
             exams.exam_hand_in(exam_id=exam_id, user=request.user, now=now)
         else:
-            choices = [int(c) for c in request.POST.getlist("choices") if c.isdigit()]
-            exams.exam_answer_save(exam_id=exam_id, question_id=int(request.POST.get("question") or 0),
+            choices = [whole_number(c) for c in request.POST.getlist("choices")]  # the service refuses a None
+            exams.exam_answer_save(exam_id=exam_id, question_id=whole_number(request.POST.get("question")) or 0,
                                    user=request.user, choices=choices, now=now)
     except NotFound:
         raise Http404 from None

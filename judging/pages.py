@@ -19,6 +19,7 @@ from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
 from judging.selectors import ready_nodes, submission_state, submission_status
 from judging.services.exams import hidden_wait
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
+from kece.converters import whole_number
 from kece.errors import ExamClosed, Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
@@ -49,8 +50,7 @@ def _schema_text(manifest) -> str:
 
 def _exam_id(request) -> int | None:
     """The exam a problem page submits into (`?exam=` on the link from the exam's page)."""
-    raw = request.POST.get("exam") or request.GET.get("exam") or ""
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    return whole_number(request.POST.get("exam") or request.GET.get("exam")) or None
 
 
 def _problem_page(request, problem, *, language="", code="", errors=(), status=200):
@@ -79,8 +79,12 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
     if "language" in fields:
         errors.append(_("Choose one of the languages this problem accepts."))
     if "code" in fields:
-        errors.append(_("Write or paste your code first.") if not code.strip()
-                      else _("The code is larger than %(kib)d KiB.") % {"kib": MAX_SOURCE_BYTES // 1024})
+        if not code.strip():
+            errors.append(_("Write or paste your code first."))
+        elif "\x00" in code:
+            errors.append(_("The code contains a NUL character; remove it and submit again."))
+        else:
+            errors.append(_("The code is larger than %(kib)d KiB.") % {"kib": MAX_SOURCE_BYTES // 1024})
     return errors or [_("The submission was refused: %(reason)s") % {"reason": exc.detail}]
 
 

@@ -1,3 +1,5 @@
+import re
+
 class IdConverter:
     """A positive id that fits a BIGINT; anything else is simply not a route (404)."""
 
@@ -18,3 +20,15 @@ class SubmissionTypeConverter:
 
     def to_url(self, value):
         return value
+
+
+_WHOLE_NUMBER = re.compile("[0-9]{1,18}")
+
+
+def whole_number(raw: str | None) -> int | None:
+    """A form or query value as a whole number, spelled in ASCII digits (at most 18: it fits
+    a BIGINT, as an id in a route does); None for anything else. `str.isdigit()` is no test
+    for this: it is also true of "²" and other digits `int()` refuses, and of numbers too long
+    for the database."""
+    raw = (raw or "").strip()
+    return int(raw) if _WHOLE_NUMBER.fullmatch(raw) else None

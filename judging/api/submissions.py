@@ -10,7 +10,7 @@ from judging.models import SUBMISSION_MODELS, Verdict
 from judging.selectors import submission_state
 from judging.services.exams import hidden_wait
 from judging.services.idempotency import checked_key, submit_once
-from judging.services.submit import submission_submit
+from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.api import ContractView, validated
 from kece.errors import NotFound
 from kece.permissions import USER_AUTHENTICATION, can_manage_judgers
@@ -23,7 +23,8 @@ class SubmitIn(serializers.Serializer):
     problemId = serializers.IntegerField(min_value=1, max_value=2**62)
     # Not trimmed: `language` must name a pool exactly; " python" is "anything else" (API.md).
     language = serializers.CharField(max_length=32, trim_whitespace=False)
-    code = serializers.CharField(max_length=512 * 1024, trim_whitespace=False)
+    # No string of more characters than that many bytes fits in it (the service counts UTF-8 bytes).
+    code = serializers.CharField(max_length=MAX_SOURCE_BYTES, trim_whitespace=False)
     lessonPracticeId = serializers.IntegerField(min_value=1, max_value=2**62, required=False, allow_null=True)
     examId = serializers.IntegerField(min_value=1, max_value=2**62, required=False, allow_null=True)
 
@@ -84,8 +85,12 @@ class SubmitView(UserView):
                 lesson_practice_id=data.get("lessonPracticeId"), exam_id=data.get("examId"),
                 after_insert=after_insert),
             user=request.user, key=key, data=data, now=timezone.now())
-        return Response({"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING"},
-                        status=202 if created else 200)
+        if created:
+            return Response({"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING"},
+                            status=202)
+        # A retry: the original submission as it stands now, as its owner may see it.
+        shown = visible_json(submission, request.user, now=timezone.now())
+        return Response({k: shown[k] for k in ("submissionType", "submissionId", "status")})
 
 
 def submission_json(submission, *, now) -> dict:
@@ -111,6 +116,13 @@ def unpublished_json(submission, waiting: str) -> dict:
             "waitReason": waiting, "verdict": None, "score": None, "timeMs": None, "memoryKb": None, "cases": []}
 
 
+def visible_json(submission, user, *, now) -> dict:
+    """The submission as `user` may see it: an unpublished OI exam's stays waiting."""
+    if (waiting := hidden_wait(submission, user)) is not None:
+        return unpublished_json(submission, waiting)
+    return submission_json(submission, now=now)
+
+
 class SubmissionView(UserView):
     @extend_schema(tags=TAGS, responses={200: SubmissionOut}, summary="One of your submissions and its status")
     def get(self, request, submission_type: str, submission_id: int):
@@ -118,6 +130,4 @@ class SubmissionView(UserView):
         submission = model.objects.filter(pk=submission_id).first() if model else None
         if submission is None or (submission.user_id != request.user.pk and not can_manage_judgers(request.user)):
             raise NotFound()  # someone else's submission does not exist for you
-        if (waiting := hidden_wait(submission, request.user)) is not None:
-            return Response(unpublished_json(submission, waiting))
-        return Response(submission_json(submission, now=timezone.now()))
+        return Response(visible_json(submission, request.user, now=timezone.now()))

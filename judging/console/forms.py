@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from judging.models import ExamMode, Problem, ProblemKind, QuestionKind
 from judging.services.exams import question_checked
+from kece.converters import whole_number
 from kece.errors import Invalid
 
 DATETIME_INPUT = "%Y-%m-%dT%H:%M"
@@ -81,8 +82,8 @@ def _option_lines(text: str) -> list[str]:
 
 
 def _numbers(text: str) -> list[int] | None:
-    parts = [p for p in re.split(r"[\s,;，、]+", text.strip()) if p]
-    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+    numbers = [whole_number(p) for p in re.split(r"[\s,;，、]+", text.strip()) if p]
+    return numbers if numbers and None not in numbers else None
 
 
 class QuestionRowForm(_Form):

@@ -23,6 +23,7 @@ from judging.console.forms import (
 from judging.models import Exam, ExamParticipant
 from judging.selectors import deletion_impact, exam_standings
 from judging.services import exams
+from kece.converters import whole_number
 from kece.errors import Invalid, NotFound, RevisionConflict
 from kece.permissions import can_manage_exams, pages_for
 
@@ -40,8 +41,7 @@ def live_or_404(model, pk: int):
 
 
 def posted_revision(request) -> int:
-    raw = request.POST.get("revision", "")
-    return int(raw) if raw.isdigit() and len(raw) < 10 else 0
+    return whole_number(request.POST.get("revision")) or 0
 
 
 def conflict_words() -> str:

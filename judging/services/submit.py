@@ -103,6 +103,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     source_bytes = code.encode("utf-8")
     if len(source_bytes) > MAX_SOURCE_BYTES:
         raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
+    if "\x00" in code:  # as the API's parser refuses it: one rule whichever way the code came
+        raise Invalid("The code contains a NUL character.", fields={"code": ["contains a NUL character"]})
     practice = _validated_practice(lesson_practice_id, problem)
     exam = exam_for_submit(exam_id, problem=problem, practice=practice)
     if exam is not None:

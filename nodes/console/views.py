@@ -7,7 +7,9 @@ Parts of a page that change live are fragments of the same views (asked for with
 fetch them again.
 """
 
+from datetime import timezone as dt_timezone
 from urllib.parse import urlsplit
+
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -16,10 +18,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from rest_framework import serializers
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 from judging.timing import offline_after
+from kece.converters import whole_number
 from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
 from kece.permissions import can_manage_judgers, pages_for
 from nodes.checks import node_check_start
@@ -105,7 +109,7 @@ def _filters(request) -> dict:
         "pool": query.get("pool", "") if query.get("pool", "") in POOLS else "",
         "state": query.get("state", "") if query.get("state", "") in DesiredState.values else "",
         "observed": query.get("observed", "") if query.get("observed", "") in ObservedState.values else "",
-        "group": int(group) if group.isdigit() else None,
+        "group": whole_number(group),
         "q": query.get("q", "").strip()[:100],
     }
 
@@ -223,8 +227,7 @@ def register(request):
         return render(request, "nodes/console/register.html", _register_context(form={}))
     form = {k: request.POST.get(k, "").strip() for k in ("name", "pool", "base_url", "host_group", "max_slots")}
     try:
-        slots = int(form["max_slots"]) if form["max_slots"].isdigit() else None
-        group = int(form["host_group"]) if form["host_group"].isdigit() else None
+        slots, group = whole_number(form["max_slots"]), whole_number(form["host_group"])
         node, issued = node_register(name=form["name"], pool=form["pool"], base_url=form["base_url"],
                                      host_group_id=group, max_slots=slots, actor=request.user, now=timezone.now())
     except Invalid as exc:
@@ -276,18 +279,25 @@ def _edit_changes(post) -> dict:
         changes["name"] = post["name"].strip()
     if post.get("max_slots", "").strip():
         value = post["max_slots"].strip()
-        changes["max_slots"] = int(value) if value.isdigit() else value
+        number = whole_number(value)
+        changes["max_slots"] = value if number is None else number  # the service refuses what is not a number
     if post.get("base_url", "").strip():
         changes["base_url"] = post["base_url"].strip()
-    if post.get("host_group", "").strip().isdigit():
-        changes["host_group_id"] = int(post["host_group"])
+    if (group := whole_number(post.get("host_group"))) is not None:
+        changes["host_group_id"] = group
     return changes
+
+
+def _posted_revision(request) -> int:
+    """The revision the form was read at; -1, which no row has, when it is not a number."""
+    revision = whole_number(request.POST.get("revision"))
+    return -1 if revision is None else revision
 
 
 def _perform(request, node, action: str, *, now):
     """Do the action through its service; a redirect to follow, or None after a join code was
     issued (the join page shows it)."""
-    revision = int(request.POST["revision"]) if request.POST.get("revision", "").isdigit() else -1
+    revision = _posted_revision(request)
     if action == "check":
         node_check_start(node_id=node.pk, actor=request.user, now=now)
     elif action in STATE_OF_ACTION:
@@ -339,7 +349,7 @@ def host_groups(request):
     error, form, status = "", {}, 200
     if request.method == "POST":
         form = {k: request.POST.get(k, "").strip() for k in ("name", "host_id", "total_slots")}
-        slots = int(form["total_slots"]) if form["total_slots"].isdigit() else None
+        slots = whole_number(form["total_slots"])
         try:
             host_group_create(name=form["name"], host_id=form["host_id"], total_slots=slots, actor=request.user)
             return redirect("console-host-groups")
@@ -364,11 +374,11 @@ def _group_refusal(exc: DomainError) -> str:
 @require_POST
 @admins_only
 def host_group_edit(request, group_id: int):
-    revision = int(request.POST["revision"]) if request.POST.get("revision", "").isdigit() else -1
+    revision = _posted_revision(request)
     slots = request.POST.get("total_slots", "").strip()
     try:
         host_group_update(group_id=group_id, revision=revision,
-                          changes={"total_slots": int(slots) if slots.isdigit() else None}, actor=request.user)
+                          changes={"total_slots": whole_number(slots)}, actor=request.user)
     except NotFound:
         raise Http404 from None
     except DomainError as exc:
@@ -399,13 +409,20 @@ def node_rejudge(request, node_id: int):
     from judging.services.bulk_rejudge import rejudge_request
 
     node = _node(node_id)
-    since = parse_datetime(request.POST.get("since", ""))
-    if since is None:
-        return redirect("console-node", node_id=node.pk)
-    if timezone.is_naive(since):
-        since = timezone.make_aware(since, timezone.get_fixed_timezone(0))
-    rejudge_request(selector={"nodeId": node.pk, "since": since}, actor=request.user, now=timezone.now())
-    return redirect("console-rejudges")
+    raw = request.POST.get("since", "").strip()
+    try:
+        # As the API reads `since`: a date and a time that exist, UTC unless it says otherwise.
+        since = serializers.DateTimeField(default_timezone=dt_timezone.utc).to_internal_value(raw)
+        rejudge_request(selector={"nodeId": node.pk, "since": since}, actor=request.user, now=timezone.now())
+    except serializers.ValidationError:
+        status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as 2026-12-01 09:00 (UTC).") % {
+            "since": raw}
+    except DomainError as exc:
+        status, error = exc.status, _refusal(exc, node=node)
+    else:
+        return redirect("console-rejudges")
+    context = {**_detail_context(node, now=timezone.now()), "rejudge_error": error, "since": raw}
+    return render(request, "nodes/console/node.html", context, status=status)
 
 
 @require_POST

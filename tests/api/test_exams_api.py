@@ -172,3 +172,24 @@ def test_django_admin_lists_and_edits_exams_and_lessons(problem):
     for path in ("/django-admin/judging/exam/", f"/django-admin/judging/exam/{exam.pk}/change/",
                  f"/django-admin/judging/lesson/{lesson.pk}/change/"):
         assert client.get(path).status_code == 200, path
+
+
+@pytest.mark.django_db
+def test_a_retry_says_how_the_submission_stands_now_as_its_owner_may_see_it(api, problem, student):
+    _, identity = make_node(pool="python")
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)"}
+    first = _submit(api, body, key="k-judged")
+    [job] = claim(identity)
+    settle(identity, judged(job, verdict="WA"))
+    again = _submit(api, body, key="k-judged")
+    assert again.status_code == 200 and again.json() == first.json() | {"status": "WA"}
+    shown = send(api, "GET", f"/api/v1/submissions/ALGO/{first.json()['submissionId']}").json()
+    assert shown["status"] == "WA"
+
+    exam = make_exam(problem, mode="OI", participants=[student])
+    oi = body | {"examId": exam.pk, "code": "print(2)"}
+    sent = _submit(api, oi, key="k-oi")
+    assert send(api, "POST", f"/api/v1/exams/{exam.pk}/hand-in").status_code == 200
+    [job] = claim(identity)
+    settle(identity, judged(job, verdict="AC"))
+    assert _submit(api, oi, key="k-oi").json() == sent.json(), "unpublished: still waiting, as GET says"

@@ -168,6 +168,7 @@ def test_a_refused_form_shows_each_error_by_its_field_keeps_what_was_typed_and_s
 @pytest.mark.parametrize("broken", [
     {"problems-TOTAL_FORMS": "lots"}, {"problems-0-problem": "999999999"}, {"starts_at": "tomorrow"},
     {"mode": "IOI"}, {"questions-0-points": "-1"}, {"problems-0-points": "many"},
+    {"questions-0-correct": "²"}, {"questions-0-correct": "1, ١"}, {"questions-0-correct": "9" * 5000},
 ])
 def test_bad_input_is_a_form_with_errors_never_a_500(admin, problem, broken):
     data = exam_form(problems=[{"problem": problem.pk, "points": 50}], questions=[question()]) | broken
@@ -218,7 +219,8 @@ def test_a_stale_form_says_someone_else_saved_keeps_what_was_typed_and_saves_not
     assert "Someone else saved this while you were editing it." in page and "The saved version" in page
     assert "changed by bob" in page, "the saved version is shown beside the form"
     assert 'value="my title"' in page and 'value="55"' in page, "nothing typed is lost"
-    assert admin.post(f"/admin/exams/{exam.pk}/edit", mine | {"revision": "x"}).status_code == 409
+    for odd in ("x", "²", "9" * 5000):
+        assert admin.post(f"/admin/exams/{exam.pk}/edit", mine | {"revision": odd}).status_code == 409
     current = Exam.objects.get(pk=exam.pk)
     assert current.title == "changed by bob" and ExamProblem.objects.get(exam=exam).points == 100
     assert f'name="revision" value="{current.revision}"' in page

@@ -65,3 +65,15 @@ def test_an_acm_exam_shows_results_live(signed_in, student, problem):
     events_dispatch(now=timezone.now())
     page = signed_in.get(f"/exams/{exam.pk}").content.decode()
     assert "Result" in page and "30 / 30" in page
+
+
+@pytest.mark.parametrize("odd", ["²", "١", "abc", "1.5", "-1", "9" * 20, "9" * 5000])
+def test_an_answer_naming_no_question_or_option_is_refused_and_saves_nothing(signed_in, student, problem, odd):
+    exam = make_exam(problem, participants=[student], questions=[
+        {"kind": "MULTIPLE", "options": ["red", "green", "blue"], "correct": [0, 2], "points": 10}])
+    question = exam.questions.get()
+    assert signed_in.post(f"/exams/{exam.pk}", {"question": odd, "choices": ["0"]}).status_code == 404
+    refused = signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0", odd]})
+    assert refused.status_code == 400
+    assert "Each choice must be the index of a distinct option." in refused.content.decode()
+    assert not ExamAnswer.objects.exists()

@@ -196,3 +196,28 @@ def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):
         key, want = text(msgid), text(msgstr)
         if key:  # Chinese has one plural form: msgstr[0] serves every count
             assert (compiled.ngettext(key, text(plural), 2) if plural else compiled.gettext(key)) == want, key
+
+
+@pytest.mark.parametrize("odd", ["²", "١", "-1", "0", "9" * 20, "9" * 5000])
+def test_a_problem_link_naming_no_exam_is_an_ordinary_problem_page(client, signed_in, student, problem, odd):
+    signed_in.logout()
+    anonymous = client.get(f"/problems/{problem.pk}", {"exam": odd})
+    assert anonymous.status_code == 200 and "Sign in to submit." in anonymous.content.decode()
+    client.force_login(student)
+    page = client.get(f"/problems/{problem.pk}", {"exam": odd})
+    assert page.status_code == 200 and 'name="exam"' not in page.content.decode()
+    response = client.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": odd})
+    assert response.status_code == 302
+    assert Submission.objects.get().exam_id is None, "submitted as practice, into no exam"
+
+
+def test_code_with_a_nul_character_is_refused_from_the_page_as_from_the_api(signed_in, problem):
+    from tests.api.helpers import error_of
+
+    response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)\x00"})
+    assert response.status_code == 400
+    assert "The code contains a NUL character; remove it and submit again." in response.content.decode()
+    api = signed_in.post("/api/v1/submissions", {"problemId": problem.pk, "language": "python", "code": "print(1)\x00"},
+                         content_type="application/json")
+    assert error_of(api) == (400, "invalid")
+    assert not Submission.objects.exists() and not JudgeJob.objects.exists()

@@ -277,3 +277,51 @@ def test_a_node_page_rejudges_what_the_node_judged_and_the_rejudges_page_shows_p
     assert admin.post(f"/admin/judgers/rejudges/{operation.pk}/cancel").status_code == 302
     page = admin.get("/admin/judgers/rejudges").content.decode()
     assert "CANCELLED" in page and f"Cancel #{operation.pk}" not in page
+
+
+# What `str.isdigit()` takes for a number but `int()` or the database does not, and what is
+# plainly not one: each is refused in words (or, in a list filter, ignored), never a 500.
+NOT_NUMBERS = ["²", "١٢", "-1", "1.5", "9" * 20, "9" * 5000]
+
+
+@pytest.mark.parametrize("odd", NOT_NUMBERS)
+def test_a_number_field_holding_no_number_is_refused_in_words(admin, node_a, odd):
+    node, _ = node_a
+    listed = admin.get("/admin/judgers", {"group": odd})
+    assert listed.status_code == 200 and "node-a" in listed.content.decode(), "an odd filter is no filter"
+    registered = _register(admin, max_slots=odd)
+    assert registered.status_code == 400
+    assert "Max slots must be a whole number from 1 to 256." in registered.content.decode()
+    unknown_group = _register(admin, host_group=odd)
+    assert unknown_group.status_code == 400 and "Choose one of the host groups." in unknown_group.content.decode()
+    edited = admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision, "max_slots": odd})
+    assert edited.status_code == 400 and "Max slots must be a whole number from 1 to 256." in edited.content.decode()
+    stale = admin.post(f"/admin/judgers/{node.pk}/disable", {"revision": odd})
+    assert stale.status_code == 409 and "reload to see the change" in stale.content.decode()
+
+    created = admin.post("/admin/judgers/host-groups", {"name": "rack-odd", "host_id": "m9", "total_slots": odd})
+    assert created.status_code == 400
+    assert "Total slots must be a whole number from 1 to 4096." in created.content.decode()
+    group = node.host_group
+    slots = admin.post(f"/admin/judgers/host-groups/{group.pk}", {"revision": group.revision, "total_slots": odd})
+    assert slots.status_code == 400 and "Total slots must be a whole number" in slots.content.decode()
+    assert admin.post(f"/admin/judgers/host-groups/{group.pk}", {"revision": odd, "total_slots": "4"}).status_code == 409
+
+    node.refresh_from_db()
+    group.refresh_from_db()
+    assert (node.desired_state, node.max_slots, JudgeNode.objects.count()) == (DesiredState.ENABLED, 4, 1)
+    assert group.total_slots != 4
+
+
+@pytest.mark.parametrize("since", ["2024-02-30T10:00", "2024-13-45T00:00", "2024-01-01T25:00", "yesterday", "",
+                                   "0001-01-01T00:00+05:00", "9999-12-31T23:59-05:00"])
+def test_a_rejudge_from_a_time_that_does_not_exist_is_refused_in_words(admin, node_a, since):
+    from judging.models import RejudgeOperation
+
+    node, _ = node_a
+    response = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": since})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "is not a date and time to rejudge from; give one such as 2026-12-01 09:00 (UTC)." in page
+    assert 'aria-invalid="true"' in page and "Rejudge what node-a judged" in page
+    assert not RejudgeOperation.objects.exists()

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
+from kece.converters import whole_number
 from kece.errors import DomainError
 from nodes.models import JudgeNode
 from nodes.services import node_drain
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
 
     def handle(self, *args, node, wait, timeout, **options):
-        found = JudgeNode.objects.filter(pk=int(node)).first() if node.isdigit() else None
+        found = JudgeNode.objects.filter(pk=number).first() if (number := whole_number(node)) else None
         found = found or JudgeNode.objects.filter(name=node).first()
         if found is None:
             raise CommandError(f"no node {node!r}")
