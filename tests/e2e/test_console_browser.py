@@ -170,3 +170,26 @@ def test_a_teacher_gets_403_and_an_anonymous_visitor_is_sent_to_sign_in(console_
     assert page.locator("#nav-judgers").count() == 0
     screenshot(page, "console-403-1280-en")
     page.context.close()
+
+
+@pytest.mark.parametrize("language, width", [("en", 1280), ("zh-CN", 390)])
+def test_a_rejudge_time_that_does_not_exist_is_refused_beside_the_field(console_server, chromium, language, width):
+    """A browser without a date-time picker shows the field as a text box; what is typed
+    there may be no moment at all."""
+    from tests.factories import make_node
+
+    admin_person()
+    node, _identity = make_node(pool="python", name="py-7")
+    page = new_page(chromium, width=width, language=language)
+    sign_in(page, console_server.url, "alice", PASSWORD, f"/admin/judgers/{node.pk}", language=language)
+    field = page.locator("#rejudge-since")
+    field.evaluate("input => input.type = 'text'")
+    field.fill("2026-02-30T10:00")
+    with page.expect_navigation():
+        field.press("Enter")
+    alert = page.get_by_role("alert")
+    words = {"en": "is not a date and time to rejudge from", "zh-CN": "不是可以作为重判起点的日期和时间"}[language]
+    assert words in alert.inner_text()
+    assert field.get_attribute("aria-invalid") == "true"
+    screenshot(page, f"console-rejudge-refused-{width}-{language}")
+    page.context.close()
