@@ -1,5 +1,6 @@
 import re
 
+
 class IdConverter:
     """A positive id that fits a BIGINT; anything else is simply not a route (404)."""
 

@@ -415,8 +415,8 @@ def node_rejudge(request, node_id: int):
         since = serializers.DateTimeField(default_timezone=dt_timezone.utc).to_internal_value(raw)
         rejudge_request(selector={"nodeId": node.pk, "since": since}, actor=request.user, now=timezone.now())
     except serializers.ValidationError:
-        status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as 2026-12-01 09:00 (UTC).") % {
-            "since": raw}
+        status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as "
+                               "2026-12-01 09:00 (UTC).") % {"since": raw}
     except DomainError as exc:
         status, error = exc.status, _refusal(exc, node=node)
     else:
