@@ -7,7 +7,6 @@ Parts of a page that change live are fragments of the same views (asked for with
 fetch them again.
 """
 
-from datetime import timezone as dt_timezone
 from urllib.parse import urlsplit
 
 from django.core.paginator import Paginator
@@ -18,11 +17,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 from judging.timing import offline_after
+from kece.api import validated
 from kece.converters import whole_number
 from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
 from kece.permissions import can_manage_judgers, pages_for
@@ -406,15 +406,16 @@ def rejudges(request):
 @admins_only
 def node_rejudge(request, node_id: int):
     """Rejudge what the node judged since a moment (a `datetime-local` field, UTC)."""
+    from judging.api.admin import BulkRejudgeIn
     from judging.services.bulk_rejudge import rejudge_request
 
     node = _node(node_id)
     raw = request.POST.get("since", "").strip()
     try:
-        # As the API reads `since`: a date and a time that exist, UTC unless it says otherwise.
-        since = serializers.DateTimeField(default_timezone=dt_timezone.utc).to_internal_value(raw)
-        rejudge_request(selector={"nodeId": node.pk, "since": since}, actor=request.user, now=timezone.now())
-    except serializers.ValidationError:
+        # The selector the admin API would send: a date and a time that exist, UTC unless it says otherwise.
+        selector = validated(BulkRejudgeIn, {"nodeId": node.pk, "since": raw})
+        rejudge_request(selector=selector, actor=request.user, now=timezone.now())
+    except ValidationError:
         status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as "
                                "2026-12-01 09:00 (UTC).") % {"since": raw}
     except DomainError as exc:
