@@ -9,6 +9,15 @@ class ProblemKind(models.TextChoices):
     SQL = "SQL"
 
 
+class ProblemVisibility(models.TextChoices):
+    """Who sees a problem outside an exam (`judging.visibility`). Whatever this says, an
+    exam's problems are seen only by admins and, from its start, its participants until the
+    exam ends; afterwards this decides."""
+    PUBLIC = "PUBLIC"  # listed, shown and open to practice for everyone
+    EXAM_ONLY = "EXAM_ONLY"  # only through the exams that hold it, to their participants
+    HIDDEN = "HIDDEN"  # admins and teachers only
+
+
 class Problem(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
@@ -21,6 +30,7 @@ class Problem(models.Model):
     # A built-in canary of the node self-check (nodes/canary/): judged only by diagnostic
     # jobs, never listed, submitted to or counted for students.
     is_canary = models.BooleanField(default=False)
+    visibility = models.CharField(max_length=16, choices=ProblemVisibility.choices, default=ProblemVisibility.PUBLIC)
     # A deleted problem takes no submissions; its submissions are deleted (`problem_delete`).
     deleted_at = models.DateTimeField(null=True, blank=True)
     current_manifest = models.ForeignKey(

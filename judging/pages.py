@@ -13,14 +13,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 
-from judging import artifacts, display
+from judging import artifacts, display, visibility
 from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
 from judging.selectors import ready_nodes, submission_state, submission_status
 from judging.services.exams import hidden_wait
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
-from kece.errors import ExamClosed, Invalid, Throttled
+from kece.errors import ExamClosed, ExamInProgress, Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -30,8 +30,8 @@ PAGE_SIZE = 50
 
 @require_GET
 def problem_list(request):
-    problems = (Problem.objects.filter(current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
-                .select_related("current_manifest").order_by("id"))
+    problems = visibility.listed_problems(request.user, now=timezone.now()).select_related(
+        "current_manifest").order_by("id")
     page = Paginator(problems, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [{"problem": p, "languages": [POOLS[lang].label for lang in p.current_manifest.languages]} for p in page]
     return render(request, "judging/problem_list.html", {"page": page, "rows": rows})
@@ -68,6 +68,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
         "code": code, "errors": errors, "exam_id": _exam_id(request),
+        "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
 
@@ -92,6 +93,8 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
 def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
                                 current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
+    if not visibility.may_view(problem, request.user, now=timezone.now()):
+        raise Http404  # an exam's problem before its end, or a hidden one, does not exist for you
     if request.method == "GET":
         return _problem_page(request, problem)
     if not request.user.is_authenticated:
@@ -100,6 +103,9 @@ def problem_detail(request, problem_id: int):
     try:
         submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
                                        exam_id=_exam_id(request))
+    except ExamInProgress:
+        return _problem_page(request, problem, language=language, code=code, status=409, errors=[
+            _("This problem belongs to an exam you are taking: submit it from the exam's page until the exam ends.")])
     except (Invalid, ExamClosed) as exc:
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),

@@ -76,6 +76,12 @@ class ExamClosed(DomainError):
     status, code, default_detail = 409, "exam_closed", "This exam takes no more work from you."
 
 
+class ExamInProgress(DomainError):
+    status, code = 409, "exam_in_progress"
+    default_detail = ("This problem belongs to an exam you are taking: submit it from the exam's page until the exam "
+                      "ends.")
+
+
 class NotPublished(DomainError):
     status, code, default_detail = 409, "not_published", "The results of this exam are not published yet."
 

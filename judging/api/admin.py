@@ -1,16 +1,18 @@
 """Admin operations on submissions (rejudge one, or many as a tracked operation; delete) and problems
-(delete)."""
+(delete, who sees it)."""
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from judging.models import SUBMISSION_MODELS, RejudgeOperation
+from judging.models import SUBMISSION_MODELS, ProblemVisibility, RejudgeOperation
 from judging.services.bulk_rejudge import rejudge_cancel, rejudge_progress, rejudge_request
+from judging.services.problems import problem_visibility_set
 from judging.services.rejudge import submission_delete, submission_rejudge
 from kece.api import AdminView, validated
 from kece.errors import NotFound
+from kece.permissions import ManagesExams
 
 TAGS = ["admin"]
 
@@ -43,7 +45,22 @@ class SubmissionAdminView(AdminView):
         return Response(status=204)
 
 
+class ProblemVisibilityIn(serializers.Serializer):
+    visibility = serializers.ChoiceField(choices=ProblemVisibility.values)
+
+
+class ProblemOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    title = serializers.CharField()
+    visibility = serializers.ChoiceField(choices=ProblemVisibility.values)
+
+
 class ProblemAdminView(AdminView):
+    def get_permissions(self):
+        # Who sees a problem is the teachers' call as much as the admins' (exams).
+        return [ManagesExams()] if self.request.method == "PATCH" else super().get_permissions()
+
     @extend_schema(tags=TAGS, request=None, responses={204: OpenApiResponse(description="Deleted.")},
                    summary="Delete a problem: its submissions' open jobs are cancelled and late results refused")
     def delete(self, request, problem_id: int):
@@ -51,6 +68,15 @@ class ProblemAdminView(AdminView):
 
         problem_delete(problem_id=problem_id, now=timezone.now())
         return Response(status=204)
+
+    @extend_schema(tags=TAGS, request=ProblemVisibilityIn, responses={200: ProblemOut},
+                   summary="Who sees a problem outside its exams: PUBLIC, EXAM_ONLY or HIDDEN (an exam that has "
+                           "not ended keeps its problems secret whatever this says)")
+    def patch(self, request, problem_id: int):
+        data = validated(ProblemVisibilityIn, request.data)
+        problem = problem_visibility_set(problem_id=problem_id, visibility=data["visibility"])
+        return Response({"id": problem.pk, "slug": problem.slug, "title": problem.title,
+                         "visibility": problem.visibility})
 
 
 class SubmissionRef(serializers.Serializer):

@@ -128,9 +128,10 @@ def exam_json(exam, participant, *, now) -> dict:
         "id": exam.pk, "title": exam.title, "mode": exam.mode, "startsAt": iso(exam.starts_at),
         "endsAt": iso(exam.ends_at), "state": exams.participant_state(exam, participant, now=now),
         "handedInAt": iso(participant.handed_in_at),
-        "problems": [{"problemId": p.problem_id, "title": p.problem.title, "kind": p.problem.kind,
-                      "points": p.points} for p in exam.problems.select_related("problem")],
         # Before the start the participant sees the exam's times, not its content.
+        "problems": [] if now < exam.starts_at else [
+            {"problemId": p.problem_id, "title": p.problem.title, "kind": p.problem.kind, "points": p.points}
+            for p in exam.problems.select_related("problem")],
         "questions": [] if now < exam.starts_at else [
             {"questionId": q.pk, "kind": q.kind, "prompt": q.prompt, "options": q.options, "points": q.points,
              "choices": answers.get(q.pk, [])} for q in exam.questions.all()],

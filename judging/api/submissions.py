@@ -65,7 +65,9 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
     description="Per user, kept at least 24 h: the same key returns the original submission with status "
                 "200 instead of 202; the same key with another body is 409 idempotency_conflict; 409 "
-                "exam_closed refuses an exam submission after hand-in or outside the exam's time.")
+                "exam_closed refuses an exam submission after hand-in or outside the exam's time; 409 "
+                "exam_in_progress refuses a submission without examId for a problem of an exam the user takes, "
+                "until that exam ends.")
 
 
 class SubmitView(UserView):

@@ -8,7 +8,8 @@ from django.db import transaction
 from django.db.models import Max
 
 from judging import artifacts
-from judging.models import Manifest, Problem, ProblemKind
+from judging.models import Manifest, Problem, ProblemKind, ProblemVisibility
+from kece.errors import Invalid, NotFound
 from pools.registry import ALGO_LANGUAGES
 
 logger = logging.getLogger("kece.problems")
@@ -158,6 +159,9 @@ def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifes
     cases = _cases(directory, spec, kind)
     sql = _sql(directory, spec) if kind == ProblemKind.SQL else None
     statement, samples = _statement(directory, spec), _samples(directory, spec)
+    visibility = spec.get("visibility")
+    if visibility is not None and (canary or visibility not in ProblemVisibility.values):
+        raise PackageError(f"visibility must be one of {ProblemVisibility.values} (and canaries have none)")
 
     with transaction.atomic(durable=True):
         problem, _ = Problem.objects.get_or_create(slug=slug, defaults={"title": title or slug, "kind": kind,
@@ -176,7 +180,21 @@ def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifes
         problem.title = title or slug
         problem.statement, problem.samples = statement, samples
         problem.current_manifest = manifest
-        problem.save(update_fields=["title", "statement", "samples", "current_manifest", "updated_at"])
+        # A package without `visibility` leaves what an admin set since the last import.
+        problem.visibility = visibility or problem.visibility
+        problem.save(update_fields=["title", "statement", "samples", "current_manifest", "visibility", "updated_at"])
     logger.info("problem imported", extra={"problem": problem.pk, "slug": slug, "manifest": manifest.pk,
                                            "version": version, "cases": len(cases)})
     return problem, manifest
+
+
+def problem_visibility_set(*, problem_id: int, visibility: str) -> Problem:
+    """Who sees the problem outside its exams (`judging.visibility`); an exam that has not
+    ended keeps its problems secret whatever this says."""
+    if visibility not in ProblemVisibility.values:
+        raise Invalid(f"visibility must be one of {ProblemVisibility.values}.", fields={"visibility": ["unknown"]})
+    if not Problem.objects.filter(pk=problem_id, is_canary=False, deleted_at__isnull=True).update(
+            visibility=visibility):
+        raise NotFound()
+    logger.info("problem visibility set", extra={"problem": problem_id, "visibility": visibility})
+    return Problem.objects.get(pk=problem_id)

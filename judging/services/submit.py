@@ -3,12 +3,14 @@
 import logging
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from judging import artifacts, pressure, priority
+from judging import artifacts, pressure, priority, visibility
 from judging.locking import lock_parent
-from judging.models import SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind
+from judging.models import (
+    SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind, ProblemVisibility,
+)
 from judging.services.exams import exam_entry, exam_for_submit
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
@@ -16,7 +18,7 @@ from kece.rows import insert as insert_row
 from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
-from kece.errors import Invalid, Throttled
+from kece.errors import ExamInProgress, Invalid, Throttled
 from pools.registry import UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -28,9 +30,17 @@ MAX_SOURCE_BYTES = 256 * 1024
 _PROBLEM_FIELDS = ("id", "slug", "kind", "current_manifest_id")
 
 
-def _problem_for_submit(problem_id):
+# A problem everyone may practise: public, and held by no exam that has not ended
+# (`judging.visibility`). Stated in the submit's one read of the problem, so the usual
+# submission pays no statement for it; any other problem is looked at again, slowly.
+_OPEN_TO_ALL = (" AND p.visibility = %s AND NOT EXISTS (SELECT 1 FROM exam_problem ep JOIN exam e ON e.id = ep.exam_id"
+                " WHERE ep.problem_id = p.id AND e.deleted_at IS NULL AND e.ends_at > %s)")
+
+
+def _problem_for_submit(problem_id, *, open_to_all_at=None):
     """The live, non-canary problem with its current manifest, or None: one plain join (a
-    select_related costs more to compile than to run, on every submission)."""
+    select_related costs more to compile than to run, on every submission). With
+    `open_to_all_at`, only a problem everyone may practise at that time."""
     try:
         problem_id = int(problem_id)
     except (TypeError, ValueError):
@@ -39,10 +49,36 @@ def _problem_for_submit(problem_id):
     sql = (f"SELECT {problem_shape.columns_of('p')}, {manifest_shape.columns_of('m')}"
            f" FROM {problem_shape.table} p JOIN {manifest_shape.table} m ON m.id = p.current_manifest_id"
            " WHERE p.id = %s AND p.is_canary = %s AND p.deleted_at IS NULL")
-    found = load_joined(problem_shape, manifest_shape, sql, [problem_id, False])
+    params = [problem_id, False]
+    if open_to_all_at is not None:
+        sql += _OPEN_TO_ALL
+        params += [ProblemVisibility.PUBLIC, connection.ops.adapt_datetimefield_value(open_to_all_at)]
+    found = load_joined(problem_shape, manifest_shape, sql, params)
     if found is None:
         return None
     problem, problem.current_manifest = found
+    return problem
+
+
+def _unknown_problem():
+    return Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+
+
+def _problem_to_practise(problem_id, *, user, now):
+    """The problem of a submission outside an exam: one everyone may practise, or one this
+    user may see and no exam of theirs keeps secret (`judging.visibility`)."""
+    problem = _problem_for_submit(problem_id, open_to_all_at=now)
+    if problem is not None:
+        return problem
+    problem = _problem_for_submit(problem_id)
+    if problem is None:
+        raise _unknown_problem()
+    exam = visibility.exam_keeping(problem, user, now=now)
+    if exam is not None:
+        raise ExamInProgress(f"This problem belongs to exam {exam.pk}, which you are taking: submit it there"
+                             f" (examId {exam.pk}) until the exam ends.", fields={"examId": [str(exam.pk)]})
+    if not visibility.may_view(problem, user, now=now):
+        raise _unknown_problem()  # a problem you may not see does not exist for you
     return problem
 
 
@@ -63,7 +99,7 @@ _LIVENESS = ("id", "deleted_at")
 def _still_live(problem, practice) -> None:
     """Under shared locks, so a deletion committing meanwhile waits for this submit."""
     if lock_parent(Problem, problem.pk, shared=True, names=_LIVENESS).deleted_at is not None:
-        raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+        raise _unknown_problem()
     if practice is not None and \
             lock_parent(LessonPractice, practice.pk, shared=True, names=_LIVENESS).deleted_at is not None:
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
@@ -90,9 +126,10 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     rolls the submission back).
     """
     now = now or timezone.now()
-    problem = _problem_for_submit(problem_id)
-    if problem is None:
-        raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+    if exam_id is None:
+        problem = _problem_to_practise(problem_id, user=user, now=now)
+    elif (problem := _problem_for_submit(problem_id)) is None:
+        raise _unknown_problem()
     manifest = problem.current_manifest
     try:
         pool = pool_for(problem_kind=problem.kind, language=language, allowed_languages=manifest.languages)
