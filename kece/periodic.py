@@ -10,13 +10,24 @@ from django.utils import timezone
 logger = logging.getLogger("kece.periodic")
 
 
-def reap_step(now=None):
-    from judging.services.leases import jobs_reap_expired
+def reap_step(now=None, *, batch: int = 100):
+    """Reap expired leases in batches until none is left: after a mass expiry (a host group
+    lost, a partition) one batch per tick would keep the tail waiting tick after tick. Each
+    batch reads the clock again, so a lease that runs out meanwhile is taken too; the loop
+    ends with the first batch that is not full."""
+    from judging.services.leases import ReapReport, jobs_reap_expired
 
-    report = jobs_reap_expired(now=now or timezone.now())
-    if report.requeued or report.failed:
-        logger.info("reaper pass", extra={"requeued": len(report.requeued), "failed": len(report.failed)})
-    return report
+    total = ReapReport()
+    while True:
+        report = jobs_reap_expired(now=now or timezone.now(), batch=batch)
+        total.requeued.extend(report.requeued)
+        total.failed.extend(report.failed)
+        total.examined += report.examined
+        if report.examined < batch or not (report.requeued or report.failed):
+            break  # none left, or every one changed under us (the next tick looks again)
+    if total.requeued or total.failed:
+        logger.info("reaper pass", extra={"requeued": len(total.requeued), "failed": len(total.failed)})
+    return total
 
 
 def events_step(now=None, *, batch: int = 100):

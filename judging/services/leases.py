@@ -131,15 +131,24 @@ def release_node_leases(node, *, now, reason: str) -> int:
 class ReapReport:
     requeued: list = field(default_factory=list)
     failed: list = field(default_factory=list)
+    # Expired leases looked at (some may have settled in between): a full batch means more
+    # may be waiting.
+    examined: int = 0
 
 
 def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
-    """Return expired leases to the queue (with backoff), or fail them at the attempt limit.
+    """Return up to `batch` expired leases to the queue, claimable at once, or fail them at
+    the attempt limit.
 
     Candidates are read without locks from the (state, lease_until, id) index. Each is then
     locked by id and re-checked (state, epoch, deadline) in its own short transaction, so a
     result that settled in between wins and the reaper changes nothing. A final failure must
     write the submission, so it locks submission then job.
+
+    No backoff: a lease that ran out means its node went silent (a node that fails a job
+    says so, and that path backs off), so the job goes to the pool's other nodes at once and
+    a silent node's work moves on within the lease plus one reaper tick. The attempt still
+    counts, so a job that takes every node down with it ends FAILED at the attempt limit.
     """
     report = ReapReport()
     candidates = list(
@@ -147,6 +156,7 @@ def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
         .order_by("lease_until", "id")
         .values("id", "lease_epoch", "attempts", "kind", "submission_type", "submission_id", "bound_node_id")[:batch]
     )
+    report.examined = len(candidates)
     for c in candidates:
         if c["attempts"] < settings.KECE_MAX_ATTEMPTS:
             if _requeue_expired(c, now=now):
@@ -168,7 +178,7 @@ def _requeue_expired(candidate: dict, *, now) -> bool:
         job = lock_job(candidate["id"])
         if not _still_expired(job, candidate, now):
             return False  # a result settled it, or it was cancelled, in between
-        outcomes.requeue(job, now=now, error="lease_expired")
+        outcomes.requeue(job, now=now, error="lease_expired", delay=timedelta(0))
         return True
 
 

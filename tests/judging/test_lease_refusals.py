@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from judging.models import JobState, JudgeJob, Submission
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew, release_node_leases
+from kece.periodic import reap_step
 from judging.services.rejudge import submission_delete
 from judging.timing import lease_ttl
 from nodes.checks import node_check_start
@@ -119,7 +120,7 @@ def test_the_reaper_takes_a_lease_at_its_deadline_and_not_before(running):
     assert report.requeued == [job.pk]
     row = JudgeJob.objects.get(pk=job.pk)
     assert (row.state, row.node_id, row.error) == (JobState.QUEUED, None, "lease_expired")
-    assert row.available_at > job.lease_until  # with backoff
+    assert row.available_at == job.lease_until, "a silent node's job is claimable at once, with no backoff"
 
 
 def test_the_reaper_takes_at_most_a_batch_oldest_deadline_first(student, problem):
@@ -132,6 +133,30 @@ def test_the_reaper_takes_at_most_a_batch_oldest_deadline_first(student, problem
         JudgeJob.objects.filter(pk=job.pk).update(lease_until=now - timedelta(seconds=offset))
     report = jobs_reap_expired(now=now, batch=2)
     assert report.requeued == [jobs[0].pk, jobs[2].pk]
+
+
+def test_a_silent_nodes_job_goes_to_the_standby_node_at_the_first_reap(student, problem):
+    """Takeover: the lease, then one reaper tick, then the next claim of an idle node."""
+    _, silent = make_node(pool="python", name="silent")
+    _, standby = make_node(pool="python", name="standby")
+    submit(student, problem)
+    now = timezone.now()
+    [job] = claim(silent, now=now)
+    assert claim(standby, now=job.lease_until) == [], "a live lease is nobody else's"
+    reap_step(now=job.lease_until)
+    [taken] = claim(standby, now=job.lease_until)
+    assert (taken.pk, taken.lease_epoch) == (job.pk, job.lease_epoch + 1)
+
+
+def test_one_reaper_tick_clears_a_mass_expiry_in_batches(student, problem):
+    _, identity = make_node(pool="python", max_slots=7)
+    for _ in range(7):
+        submit(student, problem)
+    now = timezone.now()
+    jobs = claim(identity, free_slots=7, now=now)
+    report = reap_step(now=max(j.lease_until for j in jobs), batch=3)
+    assert sorted(report.requeued) == sorted(j.pk for j in jobs) and report.examined == 7
+    assert set(JudgeJob.objects.values_list("state", flat=True)) == {JobState.QUEUED}
 
 
 def test_the_reaper_leaves_a_lease_that_was_renewed_or_settled_meanwhile(running, monkeypatch):
