@@ -157,11 +157,10 @@ def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
         .values("id", "lease_epoch", "attempts", "kind", "submission_type", "submission_id", "bound_node_id")[:batch]
     )
     report.examined = len(candidates)
+    report.requeued = _requeue_expired([c for c in candidates if c["attempts"] < settings.KECE_MAX_ATTEMPTS],
+                                       now=now)
     for c in candidates:
-        if c["attempts"] < settings.KECE_MAX_ATTEMPTS:
-            if _requeue_expired(c, now=now):
-                report.requeued.append(c["id"])
-        elif _fail_expired(c, now=now):
+        if c["attempts"] >= settings.KECE_MAX_ATTEMPTS and _fail_expired(c, now=now):
             report.failed.append(c["id"])
     return report
 
@@ -173,13 +172,23 @@ def _still_expired(job, candidate: dict, now) -> bool:
     )
 
 
-def _requeue_expired(candidate: dict, *, now) -> bool:
+def _requeue_expired(candidates: list, *, now) -> list:
+    """Requeue the candidates that are still expired, in one transaction: a mass expiry (a
+    host group lost) is back in the queue in one commit per batch, not one per job. Only
+    job rows are locked (by ascending id), and only jobs that expired, so a late result
+    for one of them waits a moment and is then refused `lease_lost`."""
+    if not candidates:
+        return []
+    requeued = []
     with transaction.atomic(durable=True):
-        job = lock_job(candidate["id"])
-        if not _still_expired(job, candidate, now):
-            return False  # a result settled it, or it was cancelled, in between
-        outcomes.requeue(job, now=now, error="lease_expired", delay=timedelta(0))
-        return True
+        jobs = lock_jobs([c["id"] for c in candidates])
+        for candidate in candidates:
+            job = jobs.get(candidate["id"])
+            if not _still_expired(job, candidate, now):
+                continue  # a result settled it, or it was cancelled, in between
+            outcomes.requeue(job, now=now, error="lease_expired", delay=timedelta(0))
+            requeued.append(job.pk)
+    return requeued
 
 
 def _fail_expired(candidate: dict, *, now) -> bool:

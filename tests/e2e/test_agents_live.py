@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,43 @@ def test_kill_9_mid_job_another_agent_completes_it_once(agents):
     submission.refresh_from_db()
     assert submission.judged_generation == 1 and submission.verdict == "WA"
     assert JudgeJob.objects.filter(submission_id=submission.pk, state=JobState.COMPLETED).count() == 1
+    assert SettlementEvent.objects.filter(job=job).count() == 1
+
+
+def test_a_paused_agents_job_goes_to_the_idle_agent_at_the_first_reap_after_its_lease(fleet_on):
+    """Takeover: a node that went silent (SIGSTOP: hung, not dead) loses its job when the
+    lease runs out, and the pool's idle node has it at the next reap, not after a retry
+    backoff (set to a minute here, so waiting one out would fail the test)."""
+    need_pool("python")
+    agents = fleet_on(KECE_RETRY_BACKOFF_MS=60000)
+    first, second = agents.register("python", slots=1), agents.register("python", slots=1)
+    hung = agents.start(first, slots=1)
+    agents.enable(first)
+    submission = submission_submit(user=UserFactory(), problem_id=_slow_problem().pk, language="python",
+                                   code=SLOW_CODE)
+    wait_for(lambda: job_of(submission).state == JobState.RUNNING and job_of(submission).node_id == first.pk,
+             60, "the first agent runs the job", hung)
+    agents.start(second, slots=1)
+    agents.enable(second)
+    os.killpg(hung.pid, signal.SIGSTOP)
+    held_until = []  # the silent node's deadline as last seen (a renew in flight may still move it)
+
+    def taken_over():
+        job = job_of(submission)
+        if job.lease_epoch == 1 and job.lease_until is not None:
+            held_until.append(job.lease_until)
+        return job.lease_epoch == 2
+
+    try:
+        wait_for(taken_over, 60, "the idle agent took the job")
+        wait_for(lambda: terminal(submission), 60, "the idle agent finished the job")
+    finally:
+        os.killpg(hung.pid, signal.SIGCONT)
+    job = job_of(submission)
+    assert job.state == JobState.COMPLETED and job.settled_node_id == second.pk and job.lease_epoch == 2
+    # Requeued by a reap (every 0.3 s here) once the lease ran out, due at once: a backoff
+    # would have made it due a minute after that.
+    assert job.available_at - held_until[-1] < timedelta(seconds=30)
     assert SettlementEvent.objects.filter(job=job).count() == 1
 
 

@@ -166,9 +166,10 @@ def test_the_reaper_leaves_a_lease_that_was_renewed_or_settled_meanwhile(running
     _, identity, _, job, now = running
     at_deadline = job.lease_until
 
-    def renewed_in_between(candidate, *, now):
-        JudgeJob.objects.filter(pk=candidate["id"]).update(lease_until=at_deadline + timedelta(seconds=30))
-        return original(candidate, now=now)
+    def renewed_in_between(candidates, *, now):
+        JudgeJob.objects.filter(pk__in=[c["id"] for c in candidates]).update(
+            lease_until=at_deadline + timedelta(seconds=30))
+        return original(candidates, now=now)
 
     original = leases._requeue_expired
     monkeypatch.setattr(leases, "_requeue_expired", renewed_in_between)
