@@ -15,7 +15,7 @@ def reap_step(now=None, *, batch: int = 100):
     lost, a partition) one batch per tick would keep the tail waiting tick after tick. Each
     batch reads the clock again, so a lease that runs out meanwhile is taken too; the loop
     ends with the first batch that is not full."""
-    from judging.services.leases import ReapReport, jobs_reap_expired
+    from judging.services.leases import ReapReport, jobs_reap_expired, next_lease_deadline
 
     total = ReapReport()
     while True:
@@ -27,7 +27,23 @@ def reap_step(now=None, *, batch: int = 100):
             break  # none left, or every one changed under us (the next tick looks again)
     if total.requeued or total.failed:
         logger.info("reaper pass", extra={"requeued": len(total.requeued), "failed": len(total.failed)})
+    total.next_deadline = next_lease_deadline()
     return total
+
+
+def reap_again_in(report, *, now=None) -> float | None:
+    """Seconds until the earliest running lease runs out, if that comes before the next tick:
+    a scheduler reaps again then, so a silent node's job waits for its lease and not for
+    the lease plus up to a whole tick (the design's 65 s is 60 s of lease and 5 s of tick).
+    Live leases are renewed long before their deadline, so this is only near a real expiry."""
+    if report is None or report.next_deadline is None:
+        return None
+    wait = (report.next_deadline - (now or timezone.now())).total_seconds() + REAP_MARGIN_S
+    return max(wait, 0.0) if wait < settings.KECE_REAP_INTERVAL_MS / 1000 else None
+
+
+# Past the deadline by this much, so `lease_until <= now` holds when the extra pass runs.
+REAP_MARGIN_S = 0.05
 
 
 def events_step(now=None, *, batch: int = 100):

@@ -65,6 +65,7 @@ class InProcessScheduler:
             self._thread = None
 
     def _run(self):
+        from kece import periodic
         from kece.periodic import run_guarded
 
         steps = self._steps or _steps()
@@ -73,6 +74,7 @@ class InProcessScheduler:
             now = time.monotonic()
             for index, (step, interval) in enumerate(steps):
                 if now >= next_due[index]:
-                    run_guarded(step)
-                    next_due[index] = time.monotonic() + interval
+                    result = run_guarded(step)
+                    sooner = periodic.reap_again_in(result) if step is periodic.reap_step else None
+                    next_due[index] = time.monotonic() + (interval if sooner is None else min(interval, sooner))
             self._stop.wait(max(0.05, min(next_due) - time.monotonic()))

@@ -134,6 +134,9 @@ class ReapReport:
     # Expired leases looked at (some may have settled in between): a full batch means more
     # may be waiting.
     examined: int = 0
+    # After a pass (`kece.periodic.reap_step`): the earliest deadline still running, so a
+    # scheduler can reap it when it passes rather than up to a tick later.
+    next_deadline: object = None
 
 
 def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
@@ -163,6 +166,12 @@ def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
         if c["attempts"] >= settings.KECE_MAX_ATTEMPTS and _fail_expired(c, now=now):
             report.failed.append(c["id"])
     return report
+
+
+def next_lease_deadline():
+    """The earliest deadline of a running lease, or None (the reaper's index, one row)."""
+    return (JudgeJob.objects.filter(state=JobState.RUNNING, lease_until__isnull=False).order_by("lease_until", "id")
+            .values_list("lease_until", flat=True).first())
 
 
 def _still_expired(job, candidate: dict, now) -> bool:

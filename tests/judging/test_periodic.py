@@ -55,6 +55,31 @@ def test_the_celery_tasks_reap_and_dispatch(student, problem, node_a, settings):
     assert set(SettlementEvent.objects.values_list("state", flat=True)) == {EventState.DONE}
 
 
+def test_the_reaper_comes_back_at_a_deadline_that_falls_before_its_next_tick(student, problem, node_a, settings,
+                                                                            monkeypatch):
+    from kece import periodic, tasks
+
+    settings.KECE_REAP_INTERVAL_MS = 5000
+    _, identity = node_a
+    submit(student, problem)
+    [job] = claim(identity)
+    now = timezone.now()
+    assert periodic.reap_again_in(periodic.reap_step(now=now), now=now) is None, "a live lease far from its end"
+
+    JudgeJob.objects.filter(pk=job.pk).update(lease_until=now + timedelta(seconds=2))
+    report = periodic.reap_step(now=now)
+    assert report.requeued == [] and report.next_deadline == now + timedelta(seconds=2)
+    assert periodic.reap_again_in(report, now=now) == pytest.approx(2 + periodic.REAP_MARGIN_S)
+
+    scheduled = []
+    monkeypatch.setattr(tasks.reap_expired_leases, "apply_async", lambda **kw: scheduled.append(kw))
+    tasks.reap_expired_leases()
+    [extra] = scheduled
+    assert extra["kwargs"] == {"follow_up": False} and 0 < extra["countdown"] <= 2 + periodic.REAP_MARGIN_S
+    tasks.reap_expired_leases(follow_up=False)
+    assert len(scheduled) == 1, "the extra pass schedules nothing itself"
+
+
 def test_the_in_process_scheduler_runs_each_step_and_stops():
     calls = []
     scheduler = InProcessScheduler(steps=[(lambda: calls.append("a"), 0.05), (lambda: calls.append("b"), 10)])
