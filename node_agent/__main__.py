@@ -121,9 +121,9 @@ def main() -> int:
     judge_db = None
     try:
         if config.pool == "mysql":
-            from .sqljudge import JudgeDb
+            from .sqljudge import CLEANUP_WAIT_S, JudgeDb
 
-            judge_db = JudgeDb(config.mysql)
+            judge_db = JudgeDb(config.mysql, lifetime_s=config.job_max_ms / 1000 + 2 * CLEANUP_WAIT_S)
             if not judge_db.ping():
                 raise RuntimeError(f"judge MySQL at {config.mysql.host}:{config.mysql.port} is unreachable "
                                    "with JUDGE_MYSQL_URL")

@@ -49,6 +49,8 @@ class Config:
     stop_grace_ms: int
     job_max_ms: int
     cache_max_mb: int
+    sql_sweep_ms: int
+    claim_jitter_ms: int
     log_level: str
     control_url_is_plain_http: bool
 
@@ -249,6 +251,8 @@ def load(env: dict[str, str]) -> Config:
         stop_grace_ms=_int(env, "JUDGE_STOP_GRACE_MS", 30000, 0, 3_600_000),
         job_max_ms=_int(env, "JUDGE_JOB_MAX_MS", 900_000, 10_000, 24 * 3_600_000),
         cache_max_mb=_int(env, "JUDGE_CACHE_MAX_MB", 2048, 16, 1 << 22),
+        sql_sweep_ms=_int(env, "JUDGE_SQL_SWEEP_MS", 300_000, 1000, 24 * 3_600_000),
+        claim_jitter_ms=_int(env, "JUDGE_CLAIM_JITTER_MS", 500, 0, 60_000),
         log_level=_log_level(env),
         control_url_is_plain_http=plain_http,
     )

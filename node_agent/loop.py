@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import threading
 import time
@@ -188,8 +189,11 @@ class Agent:
         if self.session is None:  # stopped before the server answered
             return EXIT_OK
         self._after_session()
-        for name, target in (("claim", self.claim_loop), ("heartbeat", self.heartbeat_loop),
-                             ("renew", self.renew_loop), ("watchdog", self.watchdog_loop)):
+        loops = [("claim", self.claim_loop), ("heartbeat", self.heartbeat_loop), ("renew", self.renew_loop),
+                 ("watchdog", self.watchdog_loop)]
+        if self.judge_db is not None:
+            loops.append(("sql-sweep", self.sql_sweep_loop))
+        for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self.threads.append(thread)
@@ -400,6 +404,10 @@ class Agent:
         if not jobs and received - started < 1.0:
             # The server answered at once without work (e.g. disabled node): don't spin.
             self.stop_requested.wait(1.0)
+        elif not jobs:
+            # A pool's nodes that started together would otherwise poll in lockstep, every
+            # claim wait on the same beat: a small random pause spreads them out.
+            self.stop_requested.wait(random.uniform(0, self.config.claim_jitter_ms / 1000))
 
     def _note_desired(self, desired: str | None) -> None:
         session = self.session
@@ -463,6 +471,26 @@ class Agent:
     def sweep(self) -> list[str]:
         with self.runs_lock:
             return sweep_runs(self.runs_root, keep={jr.run_dir.name for jr in self._jobs() if jr.run_dir})
+
+    # -- the judge database's leftovers ------------------------------------------------
+
+    def sql_sweep_loop(self) -> None:
+        while not self.stop_requested.wait(self.config.sql_sweep_ms / 1000):
+            self.sql_sweep_step()
+
+    def sql_sweep_step(self) -> None:
+        """Drop what this node's jobs left in the judge MySQL past its expiry (a cleanup cut
+        short), while the agent runs: the start-up sweep alone would leave it until the
+        next restart."""
+        if self.judge_db is None or self.judge_db.node_id is None:
+            return
+        try:
+            dbs, users = self.judge_db.sweep_expired()
+        except Exception as exc:  # the judge MySQL being down must not stop the agent
+            log.event(logger, logging.WARNING, "judge database sweep failed", error=str(exc)[:300])
+            return
+        if dbs or users:
+            log.event(logger, logging.INFO, "swept expired judge databases", databases=len(dbs), users=len(users))
 
     # -- heartbeat ---------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 Per job, through the administrative connection (``JUDGE_MYSQL_URL``):
 
 1. create a temporary database and a restricted user that may touch only that database,
-   both named ``kece_judge_n<node>_j<job>_e<lease>_<random>`` so a leftover can be traced
-   and swept (at start, every name with this node's prefix is dropped);
+   both named ``kece_judge_n<node>_x<expiry>_j<job>_e<lease>_<random>`` (the expiry in
+   base 36 Unix seconds: when no job of this node can still be using it) so a leftover can
+   be traced and swept: at start every name with this node's prefix is dropped, and while
+   the agent runs a periodic sweep drops the expired ones (`JudgeDb.sweep_expired`);
 2. load the problem's schema and seed into it as admin;
 3. query problems: run the reference answer as admin, then the submission as the
    restricted user, and compare the two result sets;
@@ -32,6 +34,7 @@ result larger than the output limit OLE; a different result WA.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import threading
 import time
@@ -105,9 +108,25 @@ def results_equal(actual: list[tuple], expected: list[tuple], ordered: bool) -> 
     return sorted(a, key=key) == sorted(b, key=key)
 
 
+# A temporary database outlives its job by at most this much: the job's own limit, then the
+# time its cleanup may take.
+DEFAULT_LIFETIME_S = 900 + 2 * CLEANUP_WAIT_S
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+        if not number:
+            return out
+
+
 class JudgeDb:
-    def __init__(self, target: MysqlTarget):
+    def __init__(self, target: MysqlTarget, *, lifetime_s: float = DEFAULT_LIFETIME_S):
         self.target = target
+        self.lifetime_s = lifetime_s
         self.node_id: int | None = None
         self._flavor: str | None = None
 
@@ -155,15 +174,24 @@ class JudgeDb:
 
     def user_name(self, tag: str) -> str:
         name = f"{self.prefix}{tag}"
-        # MySQL 8 allows 32 characters in a user name (MariaDB 80): keep the node prefix,
-        # which the sweep needs, and replace the rest by a digest.
+        # MySQL 8 allows 32 characters in a user name (MariaDB 80): keep the node prefix and
+        # the expiry, which the sweeps need, and replace the rest by a digest.
         if len(name) > 32 and self.flavor() == "mysql":
-            name = self.prefix + hashlib.sha256(tag.encode()).hexdigest()[: 31 - len(self.prefix)]
+            owner = self.prefix + tag.split("_", 1)[0] + "_"
+            name = owner + hashlib.sha256(tag.encode()).hexdigest()[: 31 - len(owner)]
         return name
+
+    def expiry_of(self, name: str) -> int | None:
+        """The Unix time a temporary name of this node expires at, or None (not ours, or
+        made before names carried their expiry: the start-up sweep takes those)."""
+        match = re.match(re.escape(self.prefix) + r"x([0-9a-z]{1,12})_", name)
+        return int(match.group(1), 36) if match else None
 
     # -- temporary resources -----------------------------------------------------------
 
-    def create_env(self, tag: str) -> "TempEnv":
+    def create_env(self, tag: str, *, now: float | None = None) -> "TempEnv":
+        expires = int((time.time() if now is None else now) + self.lifetime_s)
+        tag = f"x{_base36(expires)}_{tag}"
         env = TempEnv(db=f"{self.prefix}{tag}", user=self.user_name(tag), password=secrets.token_urlsafe(18))
         conn = self.admin()
         try:
@@ -256,10 +284,21 @@ class JudgeDb:
             conn.close()
 
     def sweep(self) -> tuple[list[str], list[str]]:
+        """Everything of this node's (at start, when none of its jobs can be running)."""
         dbs, users = self.leftovers()
         if dbs or users:
             self.drop(dbs, users)
         return dbs, users
+
+    def sweep_expired(self, now: float | None = None) -> tuple[list[str], list[str]]:
+        """What a job of this node left past its expiry (a cleanup that failed or was cut
+        short): safe while jobs run, since a running job's names have not expired."""
+        now = time.time() if now is None else now
+        dbs, users = self.leftovers()
+        expired = [[name for name in names if (self.expiry_of(name) or now) < now] for names in (dbs, users)]
+        if expired[0] or expired[1]:
+            self.drop(*expired)
+        return expired[0], expired[1]
 
     # -- running SQL -------------------------------------------------------------------
 

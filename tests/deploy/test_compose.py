@@ -580,6 +580,13 @@ def test_agents_reach_the_internal_listener_over_https(compose):
     assert "8443" not in published, "the internal listener must not be published by default"
 
 
+def test_the_judge_mysql_has_memory_and_cpu_limits_an_operator_can_set():
+    judge_db = load_compose()["services"]["judge-mysql"]
+    assert (judge_db["mem_limit"], str(judge_db["cpus"])) == ("2g", "2")
+    tuned = load_compose({"KECE_JUDGE_MYSQL_MEMORY": "6g", "KECE_JUDGE_MYSQL_CPUS": "3.5"})["services"]["judge-mysql"]
+    assert (tuned["mem_limit"], str(tuned["cpus"])) == ("6g", "3.5")
+
+
 def test_mysql_agent_judges_on_its_own_database(compose):
     agent = compose["services"]["agent-mysql"]
     env = environment(agent)

@@ -148,3 +148,44 @@ def test_a_lease_sent_again_is_not_run_twice():
     for jr in agent.jobs.values():
         jr.thread.join(5)
     assert agent.ran == [(7, 2)]
+
+
+class _Recorder:
+    def __init__(self):
+        self.waits = []
+
+    def wait(self, seconds):
+        self.waits.append(seconds)
+        return False
+
+
+def test_after_an_empty_long_poll_the_next_claim_waits_a_random_moment(monkeypatch):
+    """The design's jitter: nodes that started together do not poll in lockstep."""
+    clock = iter([0.0, 15.0])  # the claim waited its whole wait and came back empty
+    monkeypatch.setattr(loop, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(loop, "random", SimpleNamespace(uniform=lambda low, high: (low + high) / 4))
+    client = SimpleNamespace(claim=lambda **kw: {"jobs": [], "desiredState": "ENABLED"})
+    agent = SimpleNamespace(
+        session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
+        client=client, _note_desired=lambda desired: None, start_jobs=lambda *a: None,
+        stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800))
+    loop.Agent.claim_step(agent, SimpleNamespace(reset=lambda: None))
+    assert agent.stop_requested.waits == [0.2]  # uniform(0, 0.8 s), here its quarter
+
+
+def test_a_running_mysql_agent_sweeps_expired_leftovers_and_survives_a_failing_sweep():
+    calls = []
+
+    def sweep_expired():
+        calls.append("sweep")
+        if len(calls) == 2:
+            raise OSError("judge MySQL gone")
+        return ["kece_judge_n1_x0_j1_e1_aa"], []
+
+    agent = SimpleNamespace(judge_db=SimpleNamespace(node_id=1, sweep_expired=sweep_expired))
+    loop.Agent.sql_sweep_step(agent)
+    loop.Agent.sql_sweep_step(agent)  # logged, not raised
+    assert calls == ["sweep", "sweep"]
+    agent.judge_db.node_id = None  # before the session: whose names they are is not known yet
+    loop.Agent.sql_sweep_step(agent)
+    assert calls == ["sweep", "sweep"]
