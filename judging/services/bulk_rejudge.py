@@ -37,13 +37,13 @@ def _problem_submissions(problem_id: int) -> list[tuple[str, int, str]]:
 
 
 def _node_submissions(node_id: int, since, until) -> list[tuple[str, int, str]]:
-    """The submissions whose current result this node judged in [since, until)."""
+    """The submissions whose current result this node judged, or failed on, in [since, until)."""
     from nodes.models import JudgeNode
 
     if not JudgeNode.objects.filter(pk=node_id).exists():
         raise Invalid("Unknown node.", fields={"nodeId": ["unknown node"]})
-    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, last_node_id=node_id, state=JobState.COMPLETED,
-                                   finished_at__gte=since)
+    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, last_node_id=node_id,
+                                   state__in=(JobState.COMPLETED, JobState.FAILED), finished_at__gte=since)
     if until is not None:
         jobs = jobs.filter(finished_at__lt=until)
     found = []

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from nodes.console import views
+from nodes.console import failed, views
 
 urlpatterns = [
     path("admin/judgers", views.fleet, name="console-fleet"),
@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/judgers/host-groups", views.host_groups, name="console-host-groups"),
     path("admin/judgers/host-groups/<id:group_id>", views.host_group_edit, name="console-host-group"),
     path("admin/judgers/rejudges", views.rejudges, name="console-rejudges"),
+    path("admin/judgers/failed", failed.failed_work, name="console-failed"),
     path("admin/judgers/rejudges/<id:rejudge_id>/cancel", views.rejudge_cancel_view, name="console-rejudge-cancel"),
     path("admin/judgers/<id:node_id>/rejudge", views.node_rejudge, name="console-node-rejudge"),
     path("admin/judgers/<id:node_id>", views.node_detail, name="console-node"),

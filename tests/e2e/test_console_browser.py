@@ -193,3 +193,41 @@ def test_a_rejudge_time_that_does_not_exist_is_refused_beside_the_field(console_
     assert field.get_attribute("aria-invalid") == "true"
     screenshot(page, f"console-rejudge-refused-{width}-{language}")
     page.context.close()
+
+
+@pytest.mark.parametrize("language, width", [("en", 1280), ("zh-CN", 390)])
+def test_an_admin_finds_failed_work_says_why_and_requeues_it_after_the_impact(console_server, chromium, language,
+                                                                              width, settings):
+    from judging.models import JobState, JudgeJob, RejudgeOperation
+    from tests.factories import UserFactory, make_node, make_problem
+    from tests.judging.helpers import claim, infra_error, settle
+
+    admin_person()
+    _node, identity = make_node(pool="python", name="py-flaky")
+    problem = make_problem(languages=("python",))
+    failed = submission_submit(user=UserFactory(), problem_id=problem.pk, language="python", code="print(1)")
+    job = JudgeJob.objects.get(pk=failed.current_judge_job_id)
+    settings.KECE_QUARANTINE_INFRA_ERRORS = 1000
+    while job.state != JobState.FAILED:
+        [job] = claim(identity)
+        settle(identity, infra_error(job, error="sandbox_crashed"))
+        job.refresh_from_db()
+        JudgeJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(available_at=job.created_at,
+                                                                         claim_key=job.created_at, avoid_node_id=None)
+    page = new_page(chromium, width=width, language=language)
+    sign_in(page, console_server.url, "alice", PASSWORD, "/admin/judgers/failed", language=language)
+    row = page.locator(f"tr[data-job='{job.pk}']")
+    assert "sandbox_crashed" in row.inner_text()
+    screenshot(page, f"console-failed-{width}-{language}")
+    row.get_by_role("checkbox").check()
+    with page.expect_navigation():
+        page.get_by_role("button", name={"en": "Re-queue the chosen jobs…", "zh-CN": "重新排队所选任务…"}[language]).click()
+    impact = {"en": "will be judged again as a bulk rejudge", "zh-CN": "将作为批量重判再次评测"}[language]
+    assert impact in page.locator(".impact").inner_text()
+    screenshot(page, f"console-failed-confirm-{width}-{language}")
+    assert RejudgeOperation.objects.count() == 0
+    with page.expect_navigation():
+        page.get_by_role("button", name={"en": "Re-queue", "zh-CN": "重新排队"}[language], exact=True).click()
+    assert page.url.endswith("/admin/judgers/rejudges")
+    assert list(RejudgeOperation.objects.get().items.values_list("submission_id", flat=True)) == [failed.pk]
+    page.context.close()

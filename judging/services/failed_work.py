@@ -1,0 +1,89 @@
+"""Failed work: judge jobs whose submission now shows SYSTEM_ERROR, and outbox events that died,
+found by pool, node, time and error, and sent round again.
+
+A failed job goes round again as what it is: a submission judged again, through the bulk
+rejudge (`judging.services.bulk_rejudge`): a tracked operation, enqueued a batch at a time at
+REJUDGE class and held back from a pool that is throttling, so re-queueing an outage's worth
+of failures never stands between a pool and the students' fresh work. A dead event is made
+due again with its attempts reset (`events_retry`); the dispatcher applies it as it applies
+every event, idempotently.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef
+
+from judging.models import SUBMISSION_MODELS, EventState, JobKind, JobState, JudgeJob, SettlementEvent
+
+logger = logging.getLogger("kece.failed_work")
+
+
+@dataclass(frozen=True)
+class FailedFilter:
+    pool: str = ""
+    node_id: int | None = None  # the node that held the last lease
+    since: datetime | None = None
+    until: datetime | None = None
+    error: str = ""  # a job's error code exactly; an event's error text contains it
+
+
+def _current(submission_type: str):
+    """The failed job is what its (live) submission shows now, not a generation since replaced."""
+    model = SUBMISSION_MODELS[submission_type]
+    return Exists(model.objects.filter(pk=OuterRef("submission_id"), current_judge_job_id=OuterRef("pk"),
+                                       deleted_at__isnull=True))
+
+
+def failed_jobs(found: FailedFilter):
+    """The FAILED judge jobs that are their submission's current result, newest first."""
+    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED)
+    if found.pool:
+        jobs = jobs.filter(pool=found.pool)
+    if found.node_id:
+        jobs = jobs.filter(last_node_id=found.node_id)
+    if found.since:
+        jobs = jobs.filter(finished_at__gte=found.since)
+    if found.until:
+        jobs = jobs.filter(finished_at__lt=found.until)
+    if found.error:
+        jobs = jobs.filter(error=found.error)
+    by_type = None
+    for submission_type in SUBMISSION_MODELS:
+        part = jobs.filter(_current(submission_type), submission_type=submission_type)
+        by_type = part if by_type is None else by_type | part
+    return by_type.order_by("-finished_at", "-id")
+
+
+def dead_events(found: FailedFilter):
+    """The outbox events that gave up, newest first, with the job they came from."""
+    events = SettlementEvent.objects.filter(state=EventState.DEAD)
+    jobs = JudgeJob.objects.all()
+    if found.pool:
+        jobs = jobs.filter(pool=found.pool)
+    if found.node_id:
+        jobs = jobs.filter(last_node_id=found.node_id)
+    if found.pool or found.node_id:
+        events = events.filter(job_id__in=jobs.values("id"))
+    if found.since:
+        events = events.filter(created_at__gte=found.since)
+    if found.until:
+        events = events.filter(created_at__lt=found.until)
+    if found.error:
+        events = events.filter(last_error__contains=found.error)
+    return events.select_related("job").order_by("-id")
+
+
+def requeue_selector(jobs) -> dict:
+    """The bulk rejudge's selector for these failed jobs' submissions (the admin API's body)."""
+    return {"submissions": [{"type": job.submission_type, "id": job.submission_id} for job in jobs]}
+
+
+def events_retry(*, event_ids: list, now) -> int:
+    """Make dead events due again with their attempts reset; one guarded UPDATE, so an event
+    that is not dead any more (retried meanwhile) is left as it is. Returns how many."""
+    retried = SettlementEvent.objects.filter(pk__in=event_ids, state=EventState.DEAD).update(
+        state=EventState.PENDING, attempts=0, next_attempt_at=now)
+    logger.info("dead events retried", extra={"events": retried})
+    return retried
