@@ -143,18 +143,18 @@ application = limit_request_bodies(route_http)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from kece.origins import SameOriginValidator  # noqa: E402
 from nodes.console.consumers import JudgersConsumer  # noqa: E402
 
 http_application = application
 application = ProtocolTypeRouter({
     "http": http_application,
     "lifespan": http_application,
-    # The session cookie authenticates; the Origin check keeps other sites' pages from
-    # opening the socket with it.
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+    # The session cookie authenticates; the same-origin check (scheme, host and port) keeps
+    # other sites' pages, and this host's other ports, from opening the socket with it.
+    "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter([
         path("ws/admin/judgers", JudgersConsumer.as_asgi()),
     ]))),
 })
