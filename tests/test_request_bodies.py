@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 
-from tests.live import LiveServer
+from tests.live import LiveServer, read_answer
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -36,23 +36,6 @@ def connect(server) -> socket.socket:
 def head(path: str, *headers: str) -> bytes:
     return "\r\n".join([f"POST {path} HTTP/1.1", "Host: 127.0.0.1",
                         "Content-Type: application/x-www-form-urlencoded", *headers, "", ""]).encode()
-
-
-def read_answer(sock: socket.socket) -> tuple[int, bytes]:
-    """The status and body of one answer with a Content-Length."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"the server closed the connection without an answer: {data!r}"
-        data += chunk
-    header, _, body = data.partition(b"\r\n\r\n")
-    lines = header.decode("latin-1").split("\r\n")
-    length = next(int(line.split(":", 1)[1]) for line in lines[1:] if line.lower().startswith("content-length:"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "the answer was cut short"
-        body += chunk
-    return int(lines[0].split()[1]), body[:length]
 
 
 def chunk(data: bytes) -> bytes:
