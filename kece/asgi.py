@@ -1,5 +1,6 @@
 """ASGI entry point (`uvicorn kece.asgi:application`).
 
+- Every HTTP request's body is held to one limit before anything reads it (`kece.bodies`).
 - The two hot node calls are served bare (`judging.api.bare`): the long-poll claim, so
   that no request thread is held while it waits, and the result post, one per job.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
@@ -25,54 +26,14 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-from judging.api.bare import send_json  # noqa: E402
 from kece import lanes  # noqa: E402
-from kece.errors import TooLarge  # noqa: E402
-
-
-def _declared_length(scope) -> int:
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return 0
-    return 0
-
-
-def _refusing_past(receive, limit: int):
-    """`receive`, raising TooLarge once the body has passed `limit` bytes (no more is read)."""
-    received = 0
-
-    async def receive_within_limit():
-        nonlocal received
-        message = await receive()
-        if message["type"] == "http.request":
-            received += len(message.get("body", b""))
-            if received > limit:
-                raise TooLarge(f"The body is larger than {limit} bytes.")
-        return message
-
-    return receive_within_limit
+from kece.bodies import limit_request_bodies  # noqa: E402
 
 
 class ContractASGIHandler(ASGIHandler):
-    """Django's ASGI handler, held to the contract's 1 MiB body limit under /api/ (a body
-    declared larger is refused before it is read, a chunked one once it passes the limit),
-    and with the length of a chunked body filled in: DRF reads no body that comes without
-    Content-Length."""
-
-    async def handle(self, scope, receive, send):
-        if not scope.get("path", "").startswith("/api/"):
-            return await super().handle(scope, receive, send)
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        try:
-            if _declared_length(scope) > limit:
-                raise TooLarge(f"The body is larger than {limit} bytes.")
-            # Only the body is read through this `receive` before a response starts.
-            await super().handle(scope, _refusing_past(receive, limit), send)
-        except TooLarge as error:
-            await send_json(send, error.status, error.envelope())
+    """Django's ASGI handler with the length of a chunked body filled in: DRF reads no body
+    that comes without Content-Length. (The body limit is `kece.bodies`, in front of every
+    path.)"""
 
     def create_request(self, scope, body_file):
         request, error_response = super().create_request(scope, body_file)
@@ -154,7 +115,7 @@ class InternalASGIHandler(LaneASGIHandler):
 internal_application = InternalASGIHandler()
 
 
-async def application(scope, receive, send):
+async def route_http(scope, receive, send):
     if scope["type"] == "lifespan":
         from kece.lifespan import serve_lifespan
 
@@ -175,22 +136,25 @@ async def application(scope, receive, send):
     await django_application(scope, receive, send)
 
 
+application = limit_request_bodies(route_http)
+
+
 # --- WebSockets: the console's live channel, in front of the HTTP app above ---------------------
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from kece.origins import SameOriginValidator  # noqa: E402
 from nodes.console.consumers import JudgersConsumer  # noqa: E402
 
 http_application = application
 application = ProtocolTypeRouter({
     "http": http_application,
     "lifespan": http_application,
-    # The session cookie authenticates; the Origin check keeps other sites' pages from
-    # opening the socket with it.
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+    # The session cookie authenticates; the same-origin check (scheme, host and port) keeps
+    # other sites' pages, and this host's other ports, from opening the socket with it.
+    "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter([
         path("ws/admin/judgers", JudgersConsumer.as_asgi()),
     ]))),
 })

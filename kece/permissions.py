@@ -17,6 +17,23 @@ def can_manage_judgers(user) -> bool:
     return bool(user and user.is_authenticated and user.is_active and user.has_perm(MANAGE_JUDGERS))
 
 
+def session_manages_judgers(session_key: str | None) -> bool:
+    """Whether the browser session `session_key` still belongs to a user who may manage
+    judgers, read afresh: signed out or flushed (no such session), a changed password (its
+    hash no longer verifies), a deactivated user or a permission taken away all say no.
+    Django's own `get_user`, which reads nothing of a request but its session."""
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    from django.conf import settings
+    from django.contrib.auth import get_user
+
+    if not session_key:
+        return False
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return can_manage_judgers(get_user(SimpleNamespace(session=session)))
+
+
 class _Needs(BasePermission):
     """Anonymous → 401 (via the authenticators), anyone without the permission → 403."""
 

@@ -1,7 +1,36 @@
 """Schema post-processing: the error statuses of each operation and the envelope every
-error uses (API.md, Conventions)."""
+error uses (API.md, Conventions); and the parts of the schema, by who reads it."""
 
+from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import OpenApiResponse
+
+NODE_API = "/api/v1/internal/"
+ADMIN_API = "/api/v1/admin/"
+
+
+def every_operation(path: str) -> bool:
+    return True
+
+
+def node_operations(path: str) -> bool:
+    return path.startswith(NODE_API)
+
+
+def public_and_user_operations(path: str) -> bool:
+    return not path.startswith((NODE_API, ADMIN_API))
+
+
+class PartialSchemaGenerator(SchemaGenerator):
+    """drf-spectacular's generator over only the operations whose path `shows` accepts: the
+    document names no other operation, nor the components only they use. (Operation ids do
+    not change with the part: the path prefix they are cut from is fixed in the settings.)"""
+
+    def __init__(self, *args, shows=every_operation, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shows = shows
+
+    def _get_paths_and_endpoints(self):
+        return [endpoint for endpoint in super()._get_paths_and_endpoints() if self.shows(endpoint[0])]
 
 ERROR_DESCRIPTION = "Error (see the code in the body)."
 

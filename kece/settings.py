@@ -359,6 +359,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # What drf-spectacular would estimate from every operation; fixed, so that the partial
+    # schemas of `kece.views.SchemaView` give an operation the same id as the whole one.
+    "SCHEMA_PATH_PREFIX": "/api",
     "ENUM_NAME_OVERRIDES": {
         "DesiredStateEnum": ["PENDING_VERIFICATION", "ENABLED", "DRAINING", "DISABLED"],
         "SettableDesiredStateEnum": ["ENABLED", "DRAINING", "DISABLED"],

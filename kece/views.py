@@ -1,13 +1,21 @@
+import functools
+
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 
+from judging.auth import NodeCredentialAuthentication, NodePrincipal
 from kece.api import LenientNegotiation
-from kece.permissions import MANAGE_JUDGERS
+from kece.permissions import MANAGE_JUDGERS, can_manage_judgers
+from kece.schema import PartialSchemaGenerator, every_operation, node_operations, public_and_user_operations
+from kece.tokens import TokenAuthentication
 
 
 def _is_api(request) -> bool:
@@ -60,16 +68,41 @@ def server_error(request):
                   "Something went wrong", headers={"Retry-After": "5"})
 
 
+def schema_part(request):
+    """Which operations `/api/schema/` describes to this caller: an admin
+    (`nodes.manage_judgers`, as for the docs page; staff alone is a teacher) all of them; a
+    node, by its credential (`Authorization: Bearer`), the node API; anyone else, signed in
+    or not, the public and user API."""
+    if isinstance(request.user, NodePrincipal):
+        return node_operations
+    if can_manage_judgers(request.user):
+        return every_operation
+    return public_and_user_operations
+
+
 class SchemaView(SpectacularAPIView):
-    """The OpenAPI schema (YAML, or JSON with ?format=json); its errors, like every other
-    under /api/, are JSON in the contract's envelope."""
+    """The OpenAPI schema (YAML, or JSON with ?format=json), the part its caller may read
+    (`schema_part`); its errors, like every other under /api/, are JSON in the contract's
+    envelope (an unknown or revoked credential, an unknown token: 401)."""
 
     content_negotiation_class = LenientNegotiation
+
+    # A token or the session as on the user API, a node's bearer credential as on the node API.
+    authentication_classes = [TokenAuthentication, NodeCredentialAuthentication, SessionAuthentication]
+
+    @extend_schema(exclude=True)  # as drf-spectacular's own view with SERVE_INCLUDE_SCHEMA off
+    def get(self, request, *args, **kwargs):
+        self.generator_class = functools.partial(PartialSchemaGenerator, shows=schema_part(request))
+        return super().get(request, *args, **kwargs)
 
     def finalize_response(self, request, response, *args, **kwargs):
         if response.status_code >= 400:
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)
+        response = super().finalize_response(request, response, *args, **kwargs)
+        # Each caller its own document: no shared cache may hand one to another.
+        response["Cache-Control"] = "private"
+        patch_vary_headers(response, ["Authorization", "Cookie"])
+        return response
 
 
 # The API reference for admins, served with the bundled Swagger UI (no outside CDN).

@@ -28,6 +28,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def read_answer(sock) -> tuple[int, bytes]:
+    """The status and body of one HTTP/1.1 answer with a Content-Length, read from a socket a
+    test wrote its request to by hand (to send a body in pieces, or none of what it declared)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection without an answer: {data!r}"
+        data += chunk
+    header, _, body = data.partition(b"\r\n\r\n")
+    lines = header.decode("latin-1").split("\r\n")
+    length = next(int(line.split(":", 1)[1]) for line in lines[1:] if line.lower().startswith("content-length:"))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the answer was cut short"
+        body += chunk
+    return int(lines[0].split()[1]), body[:length]
+
+
 class DatabaseAccount:
     """A MariaDB account with every privilege on the test database and nothing else. Its
     statements go through a connection of their own: a CREATE USER inside a test's

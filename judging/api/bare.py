@@ -74,16 +74,13 @@ def _release_unsent_by_header(headers: dict, jobs) -> None:
 
 
 async def _read_body(receive) -> bytes | None:
-    """The whole body, None if the client hung up; raises TooLarge past the limit."""
+    """The whole body, None if the client hung up (`kece.bodies` holds it to the limit)."""
     body = bytearray()
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
         body += message.get("body", b"")
-        if len(body) > limit:
-            raise TooLarge()
         if not message.get("more_body"):
             return bytes(body)
 
@@ -112,10 +109,7 @@ async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     if scope["method"] != "POST":
         return await send_json(send, 405, {"error": "method_not_allowed", "detail": "Use POST."}, [("Allow", "POST")])
-    try:
-        body = await _read_body(receive)
-    except TooLarge as error:
-        return await send_json(send, error.status, error.envelope())
+    body = await _read_body(receive)
     if body is None:
         return
 

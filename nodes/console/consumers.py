@@ -3,20 +3,30 @@
 The server only ever says which pools changed; the page re-fetches its parts. Messages to
 one page are coalesced: at most one per `KECE_CONSOLE_PUBLISH_MS`, carrying every pool that
 changed meanwhile, so a burst of changes costs a page one refresh.
+
+Who may listen is checked at the connect and again every `KECE_CONSOLE_PUBLISH_MS` from the
+session itself: an admin signed out (or whose session was flushed), deactivated or no longer
+holding `nodes.manage_judgers` loses the socket within one interval.
 """
 
 import asyncio
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from kece.permissions import can_manage_judgers
+from kece.permissions import can_manage_judgers, session_manages_judgers
 from nodes.console import live
 
-# Close code for a refused socket (4000–4999 are the application's); the page then stops
-# reconnecting, since signing in again is what it needs.
+logger = logging.getLogger(__name__)
+
+# Close code for a refused socket (4000–4999 are the application's): the page keeps trying
+# with a backoff, and is refused until an admin signs in again.
 REFUSED = 4403
+# Close code when the standing could not be checked (the database unreachable): the page
+# reconnects, and the connect checks again.
+UNCHECKED = 1011
 
 
 class JudgersConsumer(AsyncJsonWebsocketConsumer):
@@ -24,6 +34,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         self.pending: set[str] = set()
         self.flush: asyncio.Task | None = None
         self.last_sent = float("-inf")
+        self.watch: asyncio.Task | None = None
         if not await database_sync_to_async(can_manage_judgers)(self.scope.get("user")):
             await self.close(code=REFUSED)
             return
@@ -31,10 +42,26 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(live.GROUP, self.channel_name)
         await self.accept()
         await self.send_json({"type": "live"})
+        self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))
+
+    async def _watch_standing(self, session_key: str | None):
+        interval = settings.KECE_CONSOLE_PUBLISH_MS / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                allowed = await database_sync_to_async(session_manages_judgers)(session_key)
+            except Exception:
+                logger.exception("the console socket's session could not be checked")
+                await self.close(code=UNCHECKED)
+                return
+            if not allowed:
+                await self.close(code=REFUSED)
+                return
 
     async def disconnect(self, code):
-        if self.flush is not None:
-            self.flush.cancel()
+        for task in (self.flush, self.watch):
+            if task is not None:
+                task.cancel()
         await self.channel_layer.group_discard(live.GROUP, self.channel_name)
 
     async def fleet_changed(self, event):

@@ -117,8 +117,18 @@ POOL_FIGURES = {"pool", "pending", "claimable", "backoff", "oldestWaitSeconds", 
 
 @pytest.fixture(scope="module")
 def schema(django_db_setup, django_db_blocker):
+    """The whole schema, as an admin reads it."""
+    from tests.api.helpers import make_admin
+
     with django_db_blocker.unblock():
-        response = Client().get("/api/schema/?format=json")
+        admin = make_admin("schema-reader")
+        client = Client()
+        client.force_login(admin)
+        try:
+            response = client.get("/api/schema/?format=json")
+        finally:
+            client.logout()
+            admin.delete()
     assert response.status_code == 200
     return response.json()
 
@@ -250,3 +260,61 @@ def test_the_api_reference_is_for_admins_and_others_are_sent_to_a_login_that_exi
     assert client.get(anonymous["Location"]).status_code == 200
     page = session_client(make_admin()).get("/api/docs/")
     assert page.status_code == 200 and b"swagger" in page.content.lower()
+
+
+# --- who reads which part ----------------------------------------------------------------------
+
+PUBLIC_AND_USER = {key for key in CONTRACT if not key[1].startswith((NODE, ADMIN))}
+NODE_API = {key for key in CONTRACT if key[1].startswith(NODE)}
+
+
+def read_schema(client) -> tuple[set, str]:
+    response = client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "private" and "Authorization" in response["Vary"]
+    return set(operations(response.json())), response.content.decode()
+
+
+@pytest.mark.parametrize("who", ["anonymous", "student", "teacher", "exam manager"])
+def test_anyone_but_an_admin_or_a_node_reads_only_the_public_and_user_api(who):
+    from django.contrib.auth.models import Permission
+
+    from tests.api.helpers import make_teacher, person, session_client
+
+    if who == "anonymous":
+        client = Client()
+    elif who == "exam manager":
+        manager = person("manager")
+        manager.user_permissions.add(Permission.objects.get(codename="manage_exams"))
+        client = session_client(manager)
+    else:
+        client = session_client(make_teacher() if who == "teacher" else person("student"))
+    found, text = read_schema(client)
+    assert found == PUBLIC_AND_USER
+    # Nor anything only the other parts use: their paths, fields, credentials.
+    for word in ("/api/v1/internal/", "/api/v1/admin/", "joinCode", "probeKey", "leaseEpoch", "nodeCredential"):
+        assert word not in text, word
+
+
+def test_a_node_reads_the_node_api_by_its_credential():
+    from tests.factories import make_node
+
+    node, _ = make_node(pool="python")
+    found, text = read_schema(Client(HTTP_AUTHORIZATION=f"Bearer {node.secret}"))
+    assert found == NODE_API
+    assert "/api/v1/admin/" not in text and "/api/v1/submissions" not in text
+
+
+@pytest.mark.parametrize("header", ["Bearer not-a-credential", "Token not-a-token"])
+def test_an_unknown_credential_is_refused_not_shown_the_public_part(header):
+    response = Client(HTTP_AUTHORIZATION=header).get("/api/schema/?format=json")
+    assert (response.status_code, response.json()["error"]) == (401, "unauthenticated")
+
+
+@pytest.mark.parametrize("how", ["session", "token"])
+def test_an_admin_reads_the_whole_schema(how):
+    from tests.api.helpers import make_admin, session_client, token_client
+
+    admin = make_admin()
+    found, _ = read_schema(session_client(admin) if how == "session" else token_client(admin))
+    assert found == set(CONTRACT)

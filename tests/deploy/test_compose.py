@@ -696,6 +696,56 @@ def test_proxy_internal_listener_serves_only_the_node_api(compose):
         assert refuses(body), f"the internal listener should not serve {path}"
 
 
+def nginx_size(value: str) -> int:
+    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value)
+    assert match, value
+    return int(match.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[match.group(2).lower()]
+
+
+def test_proxy_and_readme_hold_bodies_to_the_servers_one_limit():
+    """The server refuses any body over DATA_UPLOAD_MAX_MEMORY_SIZE on every path
+    (kece/bodies.py); the proxy refuses the same bodies, in the same envelope, on both
+    listeners, and the README states that figure."""
+    from django.conf import settings
+
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    (http,) = children(parse_nginx(NGINX_CONF.read_text()), "http")
+    assert directive(http[2], "client_max_body_size") is None, "one limit per listener, not a default above it"
+    for port in (443, 8443):
+        server = server_listening_on(port)
+        assert nginx_size(directive(server, "client_max_body_size")[0]) == limit, f"listener {port}"
+        page, target = directive(server, "error_page")
+        assert page == "413"
+        (named,) = [body for _, args, body in children(server, "location") if args == [target]]
+        status, text = directive(named, "return")
+        assert status == "413" and directive(named, "default_type") == ["application/json"]
+        envelope = json.loads(text)
+        assert envelope["error"] == "too_large" and str(limit) in envelope["detail"]
+    readme = (REPO / "README.md").read_text()
+    assert set(re.findall(r"held to\s+(\d+)\s+MiB", readme)) == {str(limit // 2 ** 20)}
+
+
+def test_proxy_hands_the_consoles_socket_upgrade_on(compose):
+    import inspect
+
+    import uvicorn
+
+    _args, socket = select_location(server_listening_on(443), "/ws/admin/judgers")
+    assert directive(socket, "proxy_pass") == ["http://kece_web"]
+    assert directive(socket, "proxy_http_version") == ["1.1"]
+    headers = {args[0].lower(): args[1] for _, args, _ in children(socket, "proxy_set_header")}
+    assert headers["upgrade"] == "$http_upgrade" and headers["connection"].lower() == "upgrade"
+    # A proxy_set_header in a location replaces every inherited one: the others are repeated.
+    assert (headers["host"], headers["x-forwarded-proto"], headers["x-forwarded-for"]) == \
+        ("$host", "https", "$remote_addr")
+    # uvicorn pings an open socket at this interval (the web service keeps the default), so
+    # an idle console is never silent for as long as nginx waits.
+    web = command_argv(compose["services"]["web"]["command"])
+    assert not any(arg.startswith("--ws-ping") for arg in web)
+    ping = inspect.signature(uvicorn.Config).parameters["ws_ping_interval"].default
+    assert seconds(directive(socket, "proxy_read_timeout")[0]) > 2 * ping
+
+
 def test_proxy_files_and_secrets_line_up(compose):
     proxy = compose["services"]["proxy"]
     assert any(str(v).startswith("./nginx.conf:/etc/nginx/nginx.conf") for v in proxy["volumes"])

@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
@@ -24,9 +25,14 @@ PATH = "/ws/admin/judgers"
 ORIGIN = (b"origin", b"http://127.0.0.1")
 
 
-def _cookie(user) -> tuple[bytes, bytes]:
+def _signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
+    return client
+
+
+def _cookie(user, client: Client | None = None) -> tuple[bytes, bytes]:
+    client = client or _signed_in(user)
     return b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}".encode()
 
 
@@ -70,6 +76,79 @@ def test_another_sites_page_cannot_open_it_with_an_admins_cookie(memory_layer):
         return connected
 
     assert async_to_sync(scenario)() is False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:8080", "https://127.0.0.1", "http://127.0.0.1.evil.example",
+                                    "null"])
+def test_a_page_of_another_origin_on_the_same_host_cannot_open_it(memory_layer, origin):
+    """Same origin means the same scheme, host and port: another port of the host (another
+    program's page) or the https site talking to a plain socket is another origin."""
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket((b"origin", origin.encode()), cookie)
+        connected, _ = await socket.connect()
+        await socket.disconnect()
+        return connected
+
+    assert async_to_sync(scenario)() is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_origin_the_settings_trust_may_open_it(memory_layer, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://judge.example.org"]
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket((b"origin", b"https://judge.example.org"), cookie)
+        connected, _ = await socket.connect()
+        greeting = await socket.receive_json_from() if connected else None
+        await socket.disconnect()
+        return connected, greeting
+
+    assert async_to_sync(scenario)() == (True, {"type": "live"})
+
+
+def _take_permission(user, client):
+    user.user_permissions.clear()
+
+
+def _deactivate(user, client):
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+def _sign_out(user, client):
+    client.logout()  # the session is flushed, as the page's "Sign out" does
+
+
+def _sign_out_everywhere(user, client):
+    user.set_password("a new password")  # every session's hash stops verifying
+    user.save(update_fields=["password"])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("lose_standing", [_take_permission, _deactivate, _sign_out, _sign_out_everywhere],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_an_open_socket_is_closed_within_an_interval_once_its_admin_loses_standing(memory_layer, settings,
+                                                                                   lose_standing):
+    settings.KECE_CONSOLE_PUBLISH_MS = 200
+    admin = make_admin()
+    client = _signed_in(admin)
+
+    async def scenario():
+        socket = _socket(ORIGIN, _cookie(admin, client))
+        connected, _ = await socket.connect()
+        assert connected and await socket.receive_json_from() == {"type": "live"}
+        # Several intervals pass with the admin's standing intact: the socket stays open.
+        assert await socket.receive_nothing(timeout=1)
+        await database_sync_to_async(lose_standing)(admin, client)
+        closed = await socket.receive_output(timeout=5)
+        await socket.disconnect()
+        return closed
+
+    assert async_to_sync(scenario)() == {"type": "websocket.close", "code": 4403}
 
 
 @pytest.mark.django_db(transaction=True)
