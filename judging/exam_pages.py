@@ -47,7 +47,8 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         exam, participant = _participation(exam_id, request.user)
     except NotFound:
         raise Http404 from None  # an exam you are not in does not exist for you
-    view = exam_json(exam, participant, now=timezone.now())
+    now = timezone.now()
+    view = exam_json(exam, participant, now=now)
     for submission in view["submissions"]:
         submission["words"] = display.status_words(submission["status"], submission["waitReason"])
         submission["icon"] = display.status_icon(submission["status"])
@@ -55,7 +56,8 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         "exam": exam, "view": view, "handed_in_at": participant.handed_in_at,
         "state_words": STATE_WORDS[view["state"]], "error": error,
         "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
-        "result": result_json(exam, participant) if exams.results_visible(exam) else None,
+        "result": result_json(exam, participant, viewer=request.user, now=now)
+        if exams.results_visible(exam) else None,
     }
     return render(request, "judging/exam_detail.html", context, status=status)
 

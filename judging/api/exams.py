@@ -96,6 +96,9 @@ class ExamResultOut(serializers.Serializer):
     questions = QuestionScoreOut(many=True)
     total = serializers.IntegerField()
     publishedAt = serializers.DateTimeField(allow_null=True)
+    objectiveShown = serializers.BooleanField(
+        help_text="false until the exam ends (OI: and is published): the questions' points are null and "
+                  "not in the total, so an early hand-in does not reveal the answer key.")
 
 
 # --- the participant's calls ---------------------------------------------------------------------
@@ -138,17 +141,18 @@ def exam_json(exam, participant, *, now) -> dict:
     }
 
 
-def result_json(exam, participant) -> dict:
+def result_json(exam, participant, *, viewer, now) -> dict:
     scores = {s.problem_id: s for s in ExamScore.objects.filter(exam=exam, user_id=participant.user_id)}
-    answers = {a.question_id: a.score for a in participant.answers.all()}
+    shown = exams.objective_shown(exam, viewer, now=now)
+    answers = {a.question_id: a.score for a in participant.answers.all()} if shown else {}
     problems = [{"problemId": p.problem_id, "score": getattr(scores.get(p.problem_id), "score", 0),
                  "points": getattr(scores.get(p.problem_id), "points", 0), "maxPoints": p.points,
                  "attempts": getattr(scores.get(p.problem_id), "attempts", 0)} for p in exam.problems.all()]
     questions = [{"questionId": q.pk, "points": answers.get(q.pk), "maxPoints": q.points}
                  for q in exam.questions.all()]
     return {"problems": problems, "questions": questions,
-            "total": sum(p["points"] for p in problems) + participant.objective_score,
-            "publishedAt": iso(exam.published_at)}
+            "total": sum(p["points"] for p in problems) + (participant.objective_score if shown else 0),
+            "publishedAt": iso(exam.published_at), "objectiveShown": shown}
 
 
 class ExamView(UserView):
@@ -184,7 +188,7 @@ class ExamResultView(UserView):
         exam, participant = _participation(exam_id, request.user)
         if not exams.results_visible(exam):
             raise NotPublished()
-        return Response(result_json(exam, participant))
+        return Response(result_json(exam, participant, viewer=request.user, now=timezone.now()))
 
 
 class PracticeProblemOut(serializers.Serializer):
