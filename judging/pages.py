@@ -17,9 +17,10 @@ from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
 from judging.selectors import shown_states, submission_keys, submission_state, submissions_of
 from judging.services.exams import hidden_wait
+from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
-from kece.errors import ExamClosed, Invalid, Throttled
+from kece.errors import ExamClosed, IdempotencyConflict, Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -66,7 +67,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
-        "code": code, "errors": errors, "exam_id": _exam_id(request),
+        "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
 
@@ -87,6 +88,19 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
     return errors or [_("The submission was refused: %(reason)s") % {"reason": exc.detail}]
 
 
+def _submit_form_once(request, problem, *, language: str, code: str):
+    """Submit under the form's key, as the API does under `Idempotency-Key`: the same form
+    posted again gets the first post's submission."""
+    exam_id = _exam_id(request)
+    body = {"problemId": problem.pk, "language": language, "code": code, "examId": exam_id}
+    submission, _created = submit_once(
+        lambda after_insert: submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
+                                               exam_id=exam_id, after_insert=after_insert),
+        user=request.user, key=checked_key(request.POST.get("idempotency_key") or None), data=body,
+        now=timezone.now())
+    return submission
+
+
 @require_http_methods(["GET", "POST"])
 def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
@@ -97,8 +111,11 @@ def problem_detail(request, problem_id: int):
         return redirect_to_login(request.get_full_path())
     language, code = request.POST.get("language", ""), request.POST.get("code", "")
     try:
-        submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
-                                       exam_id=_exam_id(request))
+        submission = _submit_form_once(request, problem, language=language, code=code)
+    except IdempotencyConflict:
+        errors = [_("This form had already been sent with other code. Submit again to send this code as a new "
+                    "submission.")]
+        return _problem_page(request, problem, language=language, code=code, errors=errors, status=409)
     except (Invalid, ExamClosed) as exc:
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
