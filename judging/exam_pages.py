@@ -4,6 +4,7 @@ Thin views over the exam services and the same reads as the exam API (`exam_json
 `result_json`): there is no second way to answer, hand in or score.
 """
 
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -14,6 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from judging import display
 from judging.api.exams import _participation, exam_json, result_json
 from judging.models import ExamParticipant
+from judging.pages import PAGE_SIZE
+from judging.selectors import submission_keys, submissions_of
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import DomainError, NotFound
@@ -47,15 +50,18 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         exam, participant = _participation(exam_id, request.user)
     except NotFound:
         raise Http404 from None  # an exam you are not in does not exist for you
-    view = exam_json(exam, participant, now=timezone.now())
+    now = timezone.now()
+    page = Paginator(submission_keys(exam=exam, user=request.user), PAGE_SIZE).get_page(request.GET.get("page"))
+    view = exam_json(exam, participant, viewer=request.user, now=now, submissions=submissions_of(page))
     for submission in view["submissions"]:
         submission["words"] = display.status_words(submission["status"], submission["waitReason"])
         submission["icon"] = display.status_icon(submission["status"])
     context = {
-        "exam": exam, "view": view, "handed_in_at": participant.handed_in_at,
+        "exam": exam, "view": view, "page": page, "handed_in_at": participant.handed_in_at,
         "state_words": STATE_WORDS[view["state"]], "error": error,
         "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
-        "result": result_json(exam, participant) if exams.results_visible(exam) else None,
+        "result": result_json(exam, participant, viewer=request.user, now=now)
+        if exams.results_visible(exam) else None,
     }
     return render(request, "judging/exam_detail.html", context, status=status)
 

@@ -6,7 +6,6 @@ Thin views over the same services and reads as the user API (`submission_submit`
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
-from django.db.models import CharField, Value
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -15,12 +14,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from judging import artifacts, display, visibility
 from judging.markdown import render_statement
-from judging.models import SUBMISSION_MODELS, JudgeJob, Problem, ProblemKind
-from judging.selectors import ready_nodes, submission_state, submission_status
+from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
+from judging.selectors import shown_states, submission_keys, submission_state, submissions_of
 from judging.services.exams import hidden_wait
+from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
-from kece.errors import ExamClosed, ExamInProgress, Invalid, Throttled
+from kece.errors import ExamClosed, ExamInProgress, IdempotencyConflict, Invalid, Throttled
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -67,7 +67,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
-        "code": code, "errors": errors, "exam_id": _exam_id(request),
+        "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
@@ -89,6 +89,19 @@ def _form_errors(exc: Invalid, code: str) -> list[str]:
     return errors or [_("The submission was refused: %(reason)s") % {"reason": exc.detail}]
 
 
+def _submit_form_once(request, problem, *, language: str, code: str):
+    """Submit under the form's key, as the API does under `Idempotency-Key`: the same form
+    posted again gets the first post's submission."""
+    exam_id = _exam_id(request)
+    body = {"problemId": problem.pk, "language": language, "code": code, "examId": exam_id}
+    submission, _created = submit_once(
+        lambda after_insert: submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
+                                               exam_id=exam_id, after_insert=after_insert),
+        user=request.user, key=checked_key(request.POST.get("idempotency_key") or None), data=body,
+        now=timezone.now())
+    return submission
+
+
 @require_http_methods(["GET", "POST"])
 def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
@@ -101,11 +114,14 @@ def problem_detail(request, problem_id: int):
         return redirect_to_login(request.get_full_path())
     language, code = request.POST.get("language", ""), request.POST.get("code", "")
     try:
-        submission = submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
-                                       exam_id=_exam_id(request))
+        submission = _submit_form_once(request, problem, language=language, code=code)
     except ExamInProgress:
         return _problem_page(request, problem, language=language, code=code, status=409, errors=[
             _("This problem belongs to an exam you are taking: submit it from the exam's page until the exam ends.")])
+    except IdempotencyConflict:
+        errors = [_("This form had already been sent with other code. Submit again to send this code as a new "
+                    "submission.")]
+        return _problem_page(request, problem, language=language, code=code, errors=errors, status=409)
     except (Invalid, ExamClosed) as exc:
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
@@ -175,30 +191,12 @@ def submission_live(request, submission_type: str, submission_id: int):
 def my_submissions(request):
     if (response := _login_required(request)) is not None:
         return response
-    now = timezone.now()
-    # Code and SQL submissions are two tables whose ids may collide: page through both by
-    # time with one UNION of (created_at, type, id), then read the page's rows.
-    keys = [model.objects.filter(user=request.user, deleted_at__isnull=True)
-            .annotate(kind=Value(model.TYPE, output_field=CharField())).values_list("created_at", "kind", "id")
-            for model in SUBMISSION_MODELS.values()]
-    page = Paginator(keys[0].union(*keys[1:], all=True).order_by("-created_at", "-id"), PAGE_SIZE).get_page(
-        request.GET.get("page"))
-    loaded = {}
-    for kind, model in SUBMISSION_MODELS.items():
-        ids = [pk for _at, k, pk in page if k == kind]
-        loaded.update({(kind, s.pk): s for s in model.objects.filter(pk__in=ids).select_related("problem")})
-    submissions = [loaded[(kind, pk)] for _at, kind, pk in page if (kind, pk) in loaded]
-    jobs = JudgeJob.objects.in_bulk([s.current_judge_job_id for s in submissions if s.current_judge_job_id])
-    ready = set(ready_nodes(now=now).values_list("pool", "runtime_spec").distinct())
+    page = Paginator(submission_keys(user=request.user), PAGE_SIZE).get_page(request.GET.get("page"))
+    submissions = submissions_of(page)
     rows = []
-    for submission in submissions:
-        job = jobs.get(submission.current_judge_job_id)
-        status, wait_reason = submission_status(
-            submission, job, now=now, pool_has_ready_node=lambda job=job: (job.pool, job.runtime_spec) in ready)
-        if (hidden := hidden_wait(submission, request.user)) is not None:
-            status, wait_reason = "PENDING", hidden
-        rows.append({"submission": submission, "status": status, "icon": display.status_icon(status),
-                     "score": submission.score if hidden is None and submission.verdict else None,
-                     "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
+    for submission, shown in zip(submissions, shown_states(submissions, viewer=request.user, now=timezone.now())):
+        rows.append({"submission": submission, "status": shown.status, "icon": display.status_icon(shown.status),
+                     "score": submission.score if not shown.hidden and submission.verdict else None,
+                     "words": display.status_words(shown.status, display.page_wait_reason(shown.wait_reason, shown.job),
                                                    runtime=POOLS[submission.language].label)})
     return render(request, "judging/my_submissions.html", {"page": page, "rows": rows})

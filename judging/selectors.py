@@ -1,6 +1,8 @@
-"""Reads several callers share: user-facing status, pool readiness."""
+"""Reads several callers share: user-facing status, pool readiness, pages of submissions."""
 
-from django.db.models import Q
+from dataclasses import dataclass
+
+from django.db.models import CharField, Q, Value
 
 from judging.models import JobState
 from judging.timing import offline_after
@@ -57,6 +59,67 @@ def submission_status(submission, job, *, now, pool_has_ready_node) -> tuple[str
     if not pool_has_ready_node():
         return "PENDING", "no_node"
     return "PENDING", "queued"
+
+
+def submission_keys(**link):
+    """(created_at, type, id) of the live submissions `link` names (user=…, exam=…,
+    lesson_practice=…), newest first, for a paginator to cut pages from. Code and SQL
+    submissions are two tables whose ids may collide: one UNION pages through both by time."""
+    from judging.models import SUBMISSION_MODELS
+
+    keys = [model.objects.filter(deleted_at__isnull=True, **link)
+            .annotate(kind=Value(model.TYPE, output_field=CharField())).values_list("created_at", "kind", "id")
+            for model in SUBMISSION_MODELS.values()]
+    return keys[0].union(*keys[1:], all=True).order_by("-created_at", "-id")
+
+
+def submissions_of(keys) -> list:
+    """The rows of a page of `submission_keys`, in its order, with their problem and exam:
+    one statement per table, whatever the page's length."""
+    from judging.models import SUBMISSION_MODELS
+
+    keys = list(keys)
+    loaded = {}
+    for kind, model in SUBMISSION_MODELS.items():
+        ids = [pk for _at, k, pk in keys if k == kind]
+        loaded.update({(kind, s.pk): s for s in model.objects.filter(pk__in=ids).select_related("problem", "exam")})
+    return [loaded[(kind, pk)] for _at, kind, pk in keys if (kind, pk) in loaded]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A submission's state as its viewer may see it: an unpublished OI exam's stays waiting."""
+
+    job: object
+    status: str
+    wait_reason: str | None
+    hidden: bool
+
+
+def shown_states(submissions, *, viewer, now) -> list[Shown]:
+    """`submission_state` and `exams.hidden_wait` for a list: their jobs in one statement, the
+    ready nodes once if a job waits, the viewer's permissions once (rows from
+    `submissions_of` come with their exam)."""
+    from judging.models import JudgeJob
+    from judging.services.exams import hidden_wait
+
+    jobs = JudgeJob.objects.in_bulk([s.current_judge_job_id for s in submissions if s.current_judge_job_id])
+    ready = []
+
+    def pool_has_ready_node(job) -> bool:
+        if not ready:
+            ready.append(set(ready_nodes(now=now).values_list("pool", "runtime_spec").distinct()))
+        return (job.pool, job.runtime_spec) in ready[0]
+
+    shown = []
+    for submission in submissions:
+        job = jobs.get(submission.current_judge_job_id)
+        status, wait_reason = submission_status(submission, job, now=now,
+                                                pool_has_ready_node=lambda job=job: pool_has_ready_node(job))
+        if (hidden := hidden_wait(submission, viewer)) is not None:
+            status, wait_reason = "PENDING", hidden
+        shown.append(Shown(job, status, wait_reason, hidden is not None))
+    return shown
 
 
 def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, now):

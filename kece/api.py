@@ -6,13 +6,15 @@ from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.http import Http404
+from rest_framework import exceptions as drf_exceptions
 from rest_framework.exceptions import NotAcceptable, ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from kece.errors import TooLarge
+from kece.errors import Invalid, TooLarge
 from kece.permissions import USER_AUTHENTICATION, ManagesJudgers
 
 
@@ -108,3 +110,23 @@ def iso(value) -> str | None:
     if value is None:
         return None
     return value.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class ContractPagination(PageNumberPagination):
+    """`?page=` and `?pageSize=` (50 by default, at most 200)."""
+
+    page_size = 50
+    page_size_query_param = "pageSize"
+    max_page_size = 200
+
+    def paginate_queryset(self, queryset, request, view=None):
+        # DRF answers a page that does not exist with 404, which the contract keeps for
+        # unknown routes: it is an invalid field.
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except drf_exceptions.NotFound:
+            raise Invalid("That page does not exist.", fields={"page": ["no such page"]}) from None
+
+    def links(self) -> dict:
+        """`{count, next, previous}` of the page cut last, for a list that is one field of a larger answer."""
+        return {"count": self.page.paginator.count, "next": self.get_next_link(), "previous": self.get_previous_link()}

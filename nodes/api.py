@@ -2,11 +2,9 @@
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions as drf_exceptions
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 
-from kece.api import AdminView, iso, validated
+from kece.api import AdminView, ContractPagination, iso, validated
 from kece.errors import Invalid, NotFound
 from kece.schema import errors
 from nodes import serializers as s
@@ -19,20 +17,6 @@ from nodes.services import (
 from pools.registry import POOLS
 
 TAGS = ["admin"]
-
-
-class NodePagination(PageNumberPagination):
-    page_size = 50
-    page_size_query_param = "pageSize"
-    max_page_size = 200
-
-    def paginate_queryset(self, queryset, request, view=None):
-        # DRF answers a page that does not exist with 404, which the contract keeps for
-        # unknown routes: it is an invalid field.
-        try:
-            return super().paginate_queryset(queryset, request, view)
-        except drf_exceptions.NotFound:
-            raise Invalid("That page does not exist.", fields={"page": ["no such page"]}) from None
 
 
 def _node_or_404(node_id):
@@ -73,7 +57,7 @@ class JudgerListView(AdminView):
         if observed and observed not in ObservedState.values:
             raise Invalid("unknown observed state", fields={"observed": ["unknown observed state"]})
         nodes = filter_nodes(nodes_with_running(), pool=pool, state=state, observed=observed, now=now)
-        paginator = NodePagination()
+        paginator = ContractPagination()
         page = paginator.paginate_queryset(nodes, request, view=self)
         return paginator.get_paginated_response([_node_json(n, now) for n in page])
 

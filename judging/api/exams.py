@@ -1,14 +1,15 @@
 """The exam and lesson-practice APIs: the participant's calls and the admin's."""
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from judging.api.submissions import UserView, submission_json
-from judging.models import SUBMISSION_MODELS, ExamMode, ExamParticipant, ExamScore, QuestionKind
+from judging.models import ExamMode, ExamParticipant, ExamScore, QuestionKind
 from judging.services import exams, lessons
-from kece.api import AdminView, iso, validated
+from judging.selectors import shown_states, submission_keys, submissions_of
+from kece.api import AdminView, ContractPagination, iso, validated
 from kece.errors import NotFound, NotPublished
 from kece.permissions import USER_AUTHENTICATION, ManagesExams
 from kece.schema import errors
@@ -50,6 +51,16 @@ class ExamSubmissionOut(serializers.Serializer):
     score = serializers.IntegerField(allow_null=True)
 
 
+class ListPageOut(serializers.Serializer):
+    count = serializers.IntegerField(help_text="How many there are in all.")
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL (?page=, ?pageSize=).")
+    previous = serializers.CharField(allow_null=True)
+
+
+PAGE_PARAMETERS = [OpenApiParameter("page", int, description="Of the list, newest first; 1 by default."),
+                   OpenApiParameter("pageSize", int, description="50 by default, at most 200.")]
+
+
 class ExamOut(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
@@ -60,7 +71,8 @@ class ExamOut(serializers.Serializer):
     handedInAt = serializers.DateTimeField(allow_null=True)
     problems = ExamProblemOut(many=True)
     questions = ExamQuestionOut(many=True)
-    submissions = ExamSubmissionOut(many=True)
+    submissions = ExamSubmissionOut(many=True, help_text="A page of them, newest first: see submissionsPage.")
+    submissionsPage = ListPageOut()
 
 
 class AnswerIn(serializers.Serializer):
@@ -96,6 +108,9 @@ class ExamResultOut(serializers.Serializer):
     questions = QuestionScoreOut(many=True)
     total = serializers.IntegerField()
     publishedAt = serializers.DateTimeField(allow_null=True)
+    objectiveShown = serializers.BooleanField(
+        help_text="false until the exam ends (OI: and is published): the questions' points are null and "
+                  "not in the total, so an early hand-in does not reveal the answer key.")
 
 
 # --- the participant's calls ---------------------------------------------------------------------
@@ -108,22 +123,15 @@ def _participation(exam_id: int, user):
     return participant.exam, participant
 
 
-def _exam_submissions(exam, user):
-    return sorted((s for model in SUBMISSION_MODELS.values()
-                   for s in model.objects.filter(exam=exam, user=user, deleted_at__isnull=True)),
-                  key=lambda s: s.created_at)
-
-
-def exam_json(exam, participant, *, now) -> dict:
+def exam_json(exam, participant, *, viewer, now, submissions) -> dict:
+    """`submissions`: the page of the participant's exam submissions to list (`submissions_of`)."""
     answers = {a.question_id: a.choices for a in participant.answers.all()}
-    submissions = []
-    for submission in _exam_submissions(exam, participant.user_id):
-        hidden = exams.hidden_wait(submission, participant.user)
-        shown = submission_json(submission, now=now) if hidden is None else {
-            "status": "PENDING", "waitReason": hidden, "score": None}
-        submissions.append({"submissionType": submission.TYPE, "submissionId": submission.pk,
-                            "problemId": submission.problem_id, "createdAt": iso(submission.created_at),
-                            "status": shown["status"], "waitReason": shown["waitReason"], "score": shown["score"]})
+    listed = []
+    for submission, state in zip(submissions, shown_states(submissions, viewer=viewer, now=now)):
+        shown = submission_json(submission, now=now, shown=state)
+        listed.append({"submissionType": submission.TYPE, "submissionId": submission.pk,
+                       "problemId": submission.problem_id, "createdAt": iso(submission.created_at),
+                       "status": shown["status"], "waitReason": shown["waitReason"], "score": shown["score"]})
     return {
         "id": exam.pk, "title": exam.title, "mode": exam.mode, "startsAt": iso(exam.starts_at),
         "endsAt": iso(exam.ends_at), "state": exams.participant_state(exam, participant, now=now),
@@ -135,29 +143,33 @@ def exam_json(exam, participant, *, now) -> dict:
         "questions": [] if now < exam.starts_at else [
             {"questionId": q.pk, "kind": q.kind, "prompt": q.prompt, "options": q.options, "points": q.points,
              "choices": answers.get(q.pk, [])} for q in exam.questions.all()],
-        "submissions": submissions,
+        "submissions": listed,
     }
 
 
-def result_json(exam, participant) -> dict:
+def result_json(exam, participant, *, viewer, now) -> dict:
     scores = {s.problem_id: s for s in ExamScore.objects.filter(exam=exam, user_id=participant.user_id)}
-    answers = {a.question_id: a.score for a in participant.answers.all()}
+    shown = exams.objective_shown(exam, viewer, now=now)
+    answers = {a.question_id: a.score for a in participant.answers.all()} if shown else {}
     problems = [{"problemId": p.problem_id, "score": getattr(scores.get(p.problem_id), "score", 0),
                  "points": getattr(scores.get(p.problem_id), "points", 0), "maxPoints": p.points,
                  "attempts": getattr(scores.get(p.problem_id), "attempts", 0)} for p in exam.problems.all()]
     questions = [{"questionId": q.pk, "points": answers.get(q.pk), "maxPoints": q.points}
                  for q in exam.questions.all()]
     return {"problems": problems, "questions": questions,
-            "total": sum(p["points"] for p in problems) + participant.objective_score,
-            "publishedAt": iso(exam.published_at)}
+            "total": sum(p["points"] for p in problems) + (participant.objective_score if shown else 0),
+            "publishedAt": iso(exam.published_at), "objectiveShown": shown}
 
 
 class ExamView(UserView):
-    @extend_schema(tags=TAGS, responses={200: ExamOut},
-                   summary="An exam you take: problems, questions, your submissions and your state")
+    @extend_schema(tags=TAGS, responses={200: ExamOut}, parameters=PAGE_PARAMETERS,
+                   summary="An exam you take: problems, questions, a page of your submissions and your state")
     def get(self, request, exam_id: int):
         exam, participant = _participation(exam_id, request.user)
-        return Response(exam_json(exam, participant, now=timezone.now()))
+        pages = ContractPagination()
+        page = submissions_of(pages.paginate_queryset(submission_keys(exam=exam, user=request.user), request))
+        view = exam_json(exam, participant, viewer=request.user, now=timezone.now(), submissions=page)
+        return Response(view | {"submissionsPage": pages.links()})
 
 
 class AnswerView(UserView):
@@ -185,7 +197,7 @@ class ExamResultView(UserView):
         exam, participant = _participation(exam_id, request.user)
         if not exams.results_visible(exam):
             raise NotPublished()
-        return Response(result_json(exam, participant))
+        return Response(result_json(exam, participant, viewer=request.user, now=timezone.now()))
 
 
 class PracticeProblemOut(serializers.Serializer):
@@ -209,18 +221,21 @@ class PracticeOut(serializers.Serializer):
     title = serializers.CharField()
     lessonId = serializers.IntegerField(allow_null=True)
     problems = PracticeProblemOut(many=True)
-    answers = PracticeAnswerOut(many=True)
+    answers = PracticeAnswerOut(many=True, help_text="A page of them, newest first: see answersPage.")
+    answersPage = ListPageOut()
 
 
 class PracticeView(UserView):
-    @extend_schema(tags=TAGS, responses={200: PracticeOut},
-                   summary="A lesson practice: its problems, your best scores and your answers")
+    @extend_schema(tags=TAGS, responses={200: PracticeOut}, parameters=PAGE_PARAMETERS,
+                   summary="A lesson practice: its problems, your best scores and a page of your answers")
     def get(self, request, practice_id: int):
-        practice, problems, submissions = lessons.practice_view(practice_id=practice_id, user=request.user)
+        practice, problems, keys = lessons.practice_view(practice_id=practice_id, user=request.user)
+        pages = ContractPagination()
+        submissions = submissions_of(pages.paginate_queryset(keys, request))
         now = timezone.now()
         answers = []
-        for submission in submissions:
-            shown = submission_json(submission, now=now)
+        for submission, state in zip(submissions, shown_states(submissions, viewer=request.user, now=now)):
+            shown = submission_json(submission, now=now, shown=state)
             answers.append({"submissionType": submission.TYPE, "submissionId": submission.pk,
                             "problemId": submission.problem_id, "status": shown["status"], "score": shown["score"]})
         return Response({
@@ -230,7 +245,7 @@ class PracticeView(UserView):
                           "bestSubmissionType": (best.best_submission_type or None) if best else None,
                           "bestSubmissionId": best.best_submission_id if best else None}
                          for problem, best in problems],
-            "answers": answers,
+            "answers": answers, "answersPage": pages.links(),
         })
 
 

@@ -95,8 +95,10 @@ class SubmitView(UserView):
         return Response({k: shown[k] for k in ("submissionType", "submissionId", "status")})
 
 
-def submission_json(submission, *, now) -> dict:
-    _job, status, wait_reason = submission_state(submission, now=now)
+def submission_json(submission, *, now, shown=None) -> dict:
+    """`shown`: its state as read for a list (`selectors.shown_states`), else read here."""
+    _job, status, wait_reason = (shown.job, shown.status, shown.wait_reason) if shown else submission_state(
+        submission, now=now)
     judged = status in Verdict.values
     return {
         "submissionType": submission.TYPE,

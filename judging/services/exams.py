@@ -356,6 +356,16 @@ def results_visible(exam) -> bool:
     return exam.judges_at_once or exam.published_at is not None
 
 
+def objective_shown(exam, viewer, *, now) -> bool:
+    """Whether `viewer` may see how the objective answers were scored (each question's points,
+    and the total that includes them). Until the exam ends, anyone who handed in early would
+    otherwise read the answer key while the others still answer: only those who manage exams
+    see it; from the end, as the mode says (ACM at once, OI once published)."""
+    from kece.permissions import can_manage_exams
+
+    return can_manage_exams(viewer) or (now >= exam.ends_at and results_visible(exam))
+
+
 def hidden_wait(submission, viewer) -> str | None:
     """Why an exam submission's result is not shown to `viewer` yet (its `waitReason`), or
     None: an OI submission waits for the hand-in, then (except for admins) for publishing."""

@@ -8,6 +8,7 @@ answers with the first one's submission.
 
 import hashlib
 import json
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -34,6 +35,12 @@ def checked_key(raw: str | None) -> str | None:
         raise Invalid(f"Idempotency-Key must be 1…{MAX_KEY_LENGTH} printable ASCII characters.",
                       fields={"Idempotency-Key": ["invalid"]})
     return raw
+
+
+def form_key() -> str:
+    """A key for one rendering of a page's submit form (a hidden field): the same form posted
+    twice, by a double click or a reload that posts again, names one submission."""
+    return secrets.token_urlsafe(32)
 
 
 def _key_digest(key: str) -> str:

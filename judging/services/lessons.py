@@ -53,18 +53,16 @@ def practice_delete(*, practice_id: int, now) -> None:
 
 
 def practice_view(*, practice_id: int, user) -> tuple:
-    """(practice, [(problem, best row or None)], own submissions) for the student."""
-    from judging.models import SUBMISSION_MODELS
+    """(practice, [(problem, best row or None)], the keys of their own submissions to page
+    through, newest first) for the student."""
+    from judging.selectors import submission_keys
 
     practice = LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True).first()
     if practice is None:
         raise NotFound()
     best = {row.problem_id: row for row in PracticeBest.objects.filter(practice=practice, user=user)}
     problems = [(problem, best.get(problem.pk)) for problem in practice.problems.order_by("id")]
-    submissions = [s for model in SUBMISSION_MODELS.values()
-                   for s in model.objects.filter(lesson_practice=practice, user=user, deleted_at__isnull=True)
-                   .order_by("id")]
-    return practice, problems, submissions
+    return practice, problems, submission_keys(lesson_practice=practice, user=user)
 
 
 def problem_delete(*, problem_id: int, now) -> None:

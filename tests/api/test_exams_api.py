@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from judging.models import ExamParticipant, IdempotencyKey, JudgeJob, Submission
+from judging.models import Exam, ExamParticipant, IdempotencyKey, JudgeJob, Submission
 from judging.services.events import events_dispatch
 from tests.api.helpers import ADMIN, error_of, make_admin, person, send, token_client
 from tests.concurrency import raise_first_error, run_concurrently
@@ -101,6 +101,9 @@ def test_an_oi_exam_through_the_api(api, student, problem):
     assert send(admin, "POST", ADMIN + f"exams/{exam['id']}/publish").json()["publishedAt"]
     assert api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()["verdict"] == "AC"
     result = api.get(f"{base}/result").json()
+    assert result["total"] == 60 and result["problems"][0]["points"] == 60, "questions: not before the end"
+    _end(Exam.objects.get(pk=exam["id"]))
+    result = api.get(f"{base}/result").json()
     assert result["total"] == 100 and result["problems"][0]["points"] == 60
     assert result["questions"] == [{"questionId": question["questionId"], "points": 40, "maxPoints": 40}]
 
@@ -193,3 +196,38 @@ def test_a_retry_says_how_the_submission_stands_now_as_its_owner_may_see_it(api,
     [job] = claim(identity)
     settle(identity, judged(job, verdict="AC"))
     assert _submit(api, oi, key="k-oi").json() == sent.json(), "unpublished: still waiting, as GET says"
+
+
+def _end(exam):
+    """The exam's end moved into the past, as if its time were up."""
+    exam.ends_at = timezone.now() - timedelta(seconds=1)
+    exam.save(update_fields=["ends_at"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["ACM", "OI"])
+def test_an_early_hand_in_shows_no_question_points_until_the_exam_ends(api, student, problem, mode):
+    teacher = person("teacher")
+    teacher.user_permissions.add(Permission.objects.get(codename="manage_exams", content_type__app_label="judging"))
+    exam = make_exam(problem, mode=mode, participants=[student, teacher], points={0: 60}, questions=[
+        {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 40}])
+    question = exam.questions.get()
+    base = f"/api/v1/exams/{exam.pk}"
+    assert send(api, "PUT", f"{base}/answers/{question.pk}", {"choices": [1]}).status_code == 200
+    assert send(api, "POST", f"{base}/hand-in").status_code == 200
+    if mode == "OI":
+        assert error_of(api.get(f"{base}/result")) == (409, "not_published")
+        send(token_client(make_admin()), "POST", ADMIN + f"exams/{exam.pk}/publish")  # published before the end
+
+    early = api.get(f"{base}/result").json()
+    assert early["questions"] == [{"questionId": question.pk, "points": None, "maxPoints": 40}]
+    assert (early["total"], early["objectiveShown"]) == (0, False), "the others are still answering"
+    teacher_view = token_client(teacher)
+    send(teacher_view, "PUT", f"{base}/answers/{question.pk}", {"choices": [1]})
+    send(teacher_view, "POST", f"{base}/hand-in")
+    assert teacher_view.get(f"{base}/result").json()["questions"][0]["points"] == 40, "teachers see it"
+
+    _end(exam)
+    ended = api.get(f"{base}/result").json()
+    assert ended["questions"] == [{"questionId": question.pk, "points": 40, "maxPoints": 40}]
+    assert (ended["total"], ended["objectiveShown"]) == (40, True)

@@ -48,11 +48,11 @@ CONTRACT = {
     ("GET", "/api/v1/submissions/{}/{}"): (200, USER_ERRORS | {404}),
     ("GET", "/api/v1/system/judgers/summary"): (200, set()),
     # Exams and lessons (added to the contract: README, "API additions").
-    ("GET", "/api/v1/exams/{}"): (200, USER_ERRORS | {404}),
+    ("GET", "/api/v1/exams/{}"): (200, USER_ERRORS | {400, 404}),  # 400: a page that does not exist
     ("PUT", "/api/v1/exams/{}/answers/{}"): (200, USER_ERRORS | {400, 403, 404, 409}),
     ("POST", "/api/v1/exams/{}/hand-in"): (200, USER_ERRORS | {403, 404, 409}),
     ("GET", "/api/v1/exams/{}/result"): (200, USER_ERRORS | {404, 409}),
-    ("GET", "/api/v1/lessons/practices/{}"): (200, USER_ERRORS | {404}),
+    ("GET", "/api/v1/lessons/practices/{}"): (200, USER_ERRORS | {400, 404}),
     ("DELETE", ADMIN + "problems/{}"): (204, ADMIN_ERRORS | {404}),
     ("PATCH", ADMIN + "problems/{}"): (200, ADMIN_ERRORS | {400, 404}),
     ("POST", ADMIN + "exams"): (201, ADMIN_ERRORS | {400}),

@@ -1,6 +1,8 @@
 """The participant's exam pages go through the exam services: answer, submit into the
 exam from its problem page, hand in, and see results only when they are visible."""
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -65,6 +67,23 @@ def test_an_acm_exam_shows_results_live(signed_in, student, problem):
     events_dispatch(now=timezone.now())
     page = signed_in.get(f"/exams/{exam.pk}").content.decode()
     assert "Result" in page and "30 / 30" in page
+
+
+def test_an_early_hand_in_shows_no_question_points_on_the_page_until_the_acm_exam_ends(signed_in, student,
+                                                                                     problem):
+    exam = make_exam(problem, mode="ACM", participants=[student], points={0: 30}, questions=[
+        {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 70}])
+    question = exam.questions.get()
+    signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["1"]})
+    signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"})
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "70 / 70" not in page and "Total: 70" not in page and "Total: 0" in page
+    assert "shown when the exam has ended" in page
+
+    exam.ends_at = timezone.now() - timedelta(seconds=1)
+    exam.save(update_fields=["ends_at"])
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "Question 1" in page and "70 / 70" in page and "Total: 70" in page
 
 
 @pytest.mark.parametrize("odd", ["²", "١", "abc", "1.5", "-1", "9" * 20, "9" * 5000])

@@ -172,13 +172,13 @@ def test_a_rejudge_after_publishing_moves_the_score_and_revokes_first_accepted(s
     events_dispatch(now=timezone.now())
     exam = exam_publish(exam_id=exam.pk, now=timezone.now())
     participant = ExamParticipant.objects.get(exam=exam, user=student)
-    assert result_json(exam, participant)["total"] == 50
+    assert result_json(exam, participant, viewer=student, now=timezone.now())["total"] == 50
     assert FirstAccepted.objects.filter(user=student, problem=problem).exists()
 
     submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=timezone.now())
     _judge_all(identity, "WA")
     events_dispatch(now=timezone.now())
-    assert result_json(exam, participant)["total"] == 0
+    assert result_json(exam, participant, viewer=student, now=timezone.now())["total"] == 0
     assert not FirstAccepted.objects.filter(user=student, problem=problem).exists()
 
 

@@ -1,0 +1,58 @@
+"""The participant's exam page in a real browser against the real server: a student answers a
+question, submits into an ACM exam from the problem page, hands in early and sees the
+problems' result but not the questions' points while the exam is still open for others;
+English and Chinese, 1280 and 390 px."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from judging.services.problems import problem_import
+from tests.browser import chromium, new_page, screenshot, sign_in  # noqa: F401 (fixture)
+from tests.e2e.test_pages_browser import PASSWORD, person, quiet_server  # noqa: F401 (fixture)
+from tests.factories import make_exam
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def test_an_early_hand_in_shows_no_answer_key_while_the_exam_is_open(quiet_server, chromium):
+    student = person("sam")
+    algo, _ = problem_import(SAMPLES / "aplusb")
+    exam = make_exam(algo, mode="ACM", participants=[student], points={0: 60}, questions=[
+        {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 40}])
+    base = quiet_server.url
+    path = f"/exams/{exam.pk}"
+
+    page = new_page(chromium)
+    sign_in(page, base, "sam", PASSWORD, path)
+    page.get_by_role("radio", name="4").check()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save answer").click()
+    assert page.get_by_role("radio", name="4").is_checked()
+    page.get_by_role("link", name=algo.title).click()
+    page.get_by_label("Code").fill("a, b = map(int, input().split())\nprint(a + b)\n")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    page.goto(base + path)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Hand in").click()
+
+    result = page.locator("main").inner_text()
+    assert "Handed in" in result and "Result" in result and "Total: 0" in result
+    assert "The questions' points are shown when the exam has ended" in result
+    assert "40 / 40" not in result and "Question 1" not in result
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        screenshot(page, f"exam-early-hand-in-{width}-en")
+    page.context.close()
+
+    chinese = new_page(chromium, language="zh-CN")
+    sign_in(chinese, base, "sam", PASSWORD, path, language="zh-CN")
+    assert "客观题的得分在考试结束后显示" in chinese.locator("main").inner_text()
+    for width in (1280, 390):
+        chinese.set_viewport_size({"width": width, "height": 900})
+        screenshot(chinese, f"exam-early-hand-in-{width}-zh")
+    chinese.context.close()
