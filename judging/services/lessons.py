@@ -4,7 +4,9 @@ to it at submit time and its best score per problem is kept by the outbox."""
 import logging
 
 from django.db import transaction
+from django.utils import timezone
 
+from judging import visibility
 from judging.locking import lock_parent
 from judging.models import Lesson, LessonPractice, PracticeBest, Problem
 from judging.services.exams import checked_problem_ids, delete_with_submissions, update_at_revision
@@ -61,7 +63,10 @@ def practice_view(*, practice_id: int, user) -> tuple:
     if practice is None:
         raise NotFound()
     best = {row.problem_id: row for row in PracticeBest.objects.filter(practice=practice, user=user)}
-    problems = [(problem, best.get(problem.pk)) for problem in practice.problems.order_by("id")]
+    # Only what the student may see and practise: a practice that holds an exam's problem
+    # does not show it while the exam keeps it secret (`judging.visibility`).
+    shown = visibility.listed_problems(user, now=timezone.now()).filter(lesson_practices=practice)
+    problems = [(problem, best.get(problem.pk)) for problem in shown.order_by("id")]
     return practice, problems, submission_keys(lesson_practice=practice, user=user)
 
 

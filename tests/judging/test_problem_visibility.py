@@ -211,3 +211,16 @@ def test_an_exam_added_later_hides_a_problem_that_was_public(cast):
     assert error_of(_practise(token_client(cast["participant"]), other)) == (400, "invalid")
     assert ExamParticipant.objects.filter(user=cast["outsider"]).count() == 1
     assert error_of(_practise(token_client(cast["outsider"]), other)) == (409, "exam_in_progress")
+
+
+@pytest.mark.django_db
+def test_a_lesson_practice_does_not_show_an_exam_problem_while_the_exam_keeps_it(cast):
+    from tests.factories import make_practice
+
+    practice = make_practice(cast["secret"], cast["other"])
+    shown = token_client(cast["outsider"]).get(f"/api/v1/lessons/practices/{practice.pk}").json()
+    assert [p["problemId"] for p in shown["problems"]] == [cast["other"].pk]
+    admin = token_client(cast["admin"]).get(f"/api/v1/lessons/practices/{practice.pk}").json()
+    assert {p["problemId"] for p in admin["problems"]} == {cast["secret"].pk, cast["other"].pk}
+    refused = _practise(token_client(cast["outsider"]), cast["secret"], lessonPracticeId=practice.pk)
+    assert error_of(refused) == (400, "invalid")

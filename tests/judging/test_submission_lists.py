@@ -102,9 +102,9 @@ def test_the_practice_api_pages_its_answers_in_the_same_statements_for_any_count
     practice = make_practice(problem, sql_problem)
     newest = _fill(student, problem, sql_problem, count, lesson_practice_id=practice.pk)
     api = token_client(student)
-    # token and user, practice, best scores, problems, count, keys, each table's rows, jobs,
-    # ready nodes
-    with django_assert_num_queries(10):
+    # token and user, practice, best scores, the user's permissions (which problems they may
+    # see: two), problems, count, keys, each table's rows, jobs, ready nodes
+    with django_assert_num_queries(12):
         view = api.get(f"/api/v1/lessons/practices/{practice.pk}").json()
     assert _ids(view["answers"]) == _keys(newest)[:PAGE]
     assert view["answersPage"]["count"] == count
