@@ -56,7 +56,9 @@ def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
         cache.add(key, 0, timeout=2 * period + 1)
         current = cache.incr(key)
         previous = cache.get(previous_key) or 0
-        if previous * (1 - elapsed / period) + current <= count:
+        # previous × (1 − elapsed / period) + current ≤ count, without dividing (a submission
+        # sent exactly at its Retry-After must fit).
+        if previous * (period - elapsed) <= (count - current) * period + 1e-6:
             return None
         cache.decr(key)
     except Exception:  # noqa: BLE001 - any cache failure: a hint lost, not a refusal
