@@ -43,6 +43,15 @@ def retry_after(*, count: int, period: int, previous: int, current: int, elapsed
     return max(1, math.ceil(wait))
 
 
+def _increment(key: str, *, timeout: int) -> int:
+    cache.add(key, 0, timeout=timeout)
+    try:
+        return cache.incr(key)
+    except ValueError:  # evicted (or the cache flushed) between the two calls: a fresh count
+        cache.set(key, 1, timeout=timeout)
+        return 1
+
+
 def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
     """Count one submission of `scope` (e.g. "practice:17") at `now`, or refuse it (None: admitted)."""
     if rate is None:
@@ -53,8 +62,7 @@ def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
     elapsed = stamp - window * period
     key, previous_key = f"kece:rate:{scope}:{window}", f"kece:rate:{scope}:{window - 1}"
     try:
-        cache.add(key, 0, timeout=2 * period + 1)
-        current = cache.incr(key)
+        current = _increment(key, timeout=2 * period + 1)
         previous = cache.get(previous_key) or 0
         # previous × (1 − elapsed / period) + current ≤ count, without dividing (a submission
         # sent exactly at its Retry-After must fit).

@@ -285,12 +285,20 @@ def _rate(name: str, default: str) -> tuple[int, int] | None:
 # submissions one user may send in a window; an exam participant's active exam jobs in a pool
 # beyond which their exam submits are refused (also the spacing of their jobs in the exam
 # queue, `judging.priority`); the exam submissions one participant may send in a window.
-KECE_USER_ACTIVE_MAX = env.int("KECE_USER_ACTIVE_MAX", default=20)
+def _count(name: str, default: int, *, minimum: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}")
+    return value
+
+
+KECE_USER_ACTIVE_MAX = _count("KECE_USER_ACTIVE_MAX", 20, minimum=0)
 KECE_USER_SUBMIT_RATE = _rate("KECE_USER_SUBMIT_RATE", "30/min")
-KECE_EXAM_ACTIVE_MAX = env.int("KECE_EXAM_ACTIVE_MAX", default=10)
+KECE_EXAM_ACTIVE_MAX = _count("KECE_EXAM_ACTIVE_MAX", 10, minimum=1)
 KECE_EXAM_SUBMIT_RATE = _rate("KECE_EXAM_SUBMIT_RATE", "20/min")
-if KECE_USER_ACTIVE_MAX < 0 or KECE_EXAM_ACTIVE_MAX < 1:
-    raise ImproperlyConfigured("KECE_USER_ACTIVE_MAX must not be negative and KECE_EXAM_ACTIVE_MAX at least 1")
 
 # Bulk rejudges (`judging.services.bulk_rejudge`): how often the step runs, and how many of
 # one operation's jobs it keeps queued at a time.

@@ -246,3 +246,24 @@ def test_an_oi_hand_in_is_never_refused_whatever_the_bounds_and_its_jobs_take_tu
     assert settle(node, judged(first), now=at) == "settled"
     [second] = claim(node, now=at)
     assert [first.user_id, second.user_id] == [a.pk, b.pk]
+
+
+@pytest.mark.django_db
+def test_with_the_cache_down_the_rates_refuse_no_one_and_the_active_caps_still_hold(python, settings, monkeypatch):
+    class Down:
+        def __getattr__(self, name):
+            def fail(*args, **kwargs):
+                raise ConnectionError("the cache is down")
+            return fail
+
+    monkeypatch.setattr("judging.rates.cache", Down())
+    settings.KECE_USER_SUBMIT_RATE = settings.KECE_EXAM_SUBMIT_RATE = (1, 60)
+    settings.KECE_USER_ACTIVE_MAX = 2
+    user = UserFactory()
+    exam = make_exam(python, mode="ACM", participants=[user])
+    submit(user, python, exam_id=exam.pk)
+    submit(user, python, exam_id=exam.pk)
+    submit(user, python)
+    submit(user, python)
+    with pytest.raises(Throttled, match="You already have 2 submissions"):
+        submit(user, python)
