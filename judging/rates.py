@@ -44,12 +44,14 @@ def retry_after(*, count: int, period: int, previous: int, current: int, elapsed
 
 
 def _increment(key: str, *, timeout: int) -> int:
-    cache.add(key, 0, timeout=timeout)
+    """The window's count after this one. Only the window's first submission creates its key
+    (with its expiry, which increments keep); the others cost Django's increment alone."""
     try:
         return cache.incr(key)
-    except ValueError:  # evicted (or the cache flushed) between the two calls: a fresh count
-        cache.set(key, 1, timeout=timeout)
-        return 1
+    except ValueError:  # the window's first submission
+        if cache.add(key, 1, timeout=timeout):
+            return 1
+        return cache.incr(key)  # a concurrent first one created it meanwhile
 
 
 def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
