@@ -108,8 +108,9 @@ def admission(*, pool: str, now, user_id: int | None) -> Admission:
 
 def practice_admission(*, pool, now, user_id: int) -> bool:
     """Admit a practice submit into `pool` (a `pools.registry` pool) or raise `Throttled`:
-    first the user's own limits (their active jobs, then their rate), then the pool's
-    pressure. Returns whether the job is beyond its user's fair share."""
+    the user's active jobs, the pool's pressure, then the user's rate (last, so that a submit
+    refused for the others costs none of it). Returns whether the job is beyond its user's
+    fair share."""
     figures = admission(pool=pool.name, now=now, user_id=user_id)
     if figures.at_user_cap:
         raise Throttled(own_active_sentence(pool.label, settings.KECE_USER_ACTIVE_MAX),
