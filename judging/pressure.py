@@ -8,8 +8,19 @@ either, a practice submit is refused with 429 `throttled` and Retry-After
 bulk-rejudge step enqueues nothing into such a pool until it recovers. Queued bulk rejudges
 count for neither figure: they sit behind all of that work anyway.
 
-A practice submit reads its user's share (`judging.priority`) and the pool's pressure in one
-statement, on the claim and user indexes, each count bounded by its threshold.
+Practice beyond its user's fair share (`judging.priority.FAIR_SHARE`) counts for neither: it
+queues behind everyone else's work, so one account's burst cannot push a pool into
+backpressure for everyone.
+
+Fair use refuses the user, not the pool (429 `throttled`, a sentence that says the limit is
+theirs): a practice submit while its user has `KECE_USER_ACTIVE_MAX` active practice jobs in
+the pool, or beyond `KECE_USER_SUBMIT_RATE` (`judging.rates`); an exam submit while its
+participant has `KECE_EXAM_ACTIVE_MAX` active exam jobs in the pool (counted under the
+participant's lock, so exact), or beyond `KECE_EXAM_SUBMIT_RATE`. Exam work is never refused
+for other users' work or the pool's pressure, and a hand-in never.
+
+A practice submit reads its user's active jobs (their share and their cap) and the pool's
+pressure in one statement, on the claim and user indexes, each count bounded by what decides it.
 """
 
 from dataclasses import dataclass
@@ -20,7 +31,10 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
+from judging import rates
 from judging.models import JobKind, JobState, PriorityClass
+from judging.priority import FAIR_SHARE
+from kece.errors import Throttled
 
 _AHEAD_OF_PRACTICE = (PriorityClass.EXAM, PriorityClass.PRACTICE)
 
@@ -33,35 +47,38 @@ def threshold(setting: dict, pool: str) -> int:
 class Admission:
     beyond_share: bool
     throttled: bool
+    at_user_cap: bool = False
 
 
 def _bounded_count(where: str) -> str:
     return f"(SELECT COUNT(*) FROM (SELECT 1 FROM judge_job WHERE {where} LIMIT %s) AS bounded)"
 
 
+# Work within fair share: practice beyond its user's share waits behind it and counts for neither figure.
 _HEAD = ("(SELECT available_at FROM judge_job WHERE pool = %s AND state = %s AND claim_key <= %s AND available_at <= %s"
-         " AND kind = %s AND priority_class IN (%s, %s) ORDER BY claim_key, id LIMIT 1)")
+         " AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s ORDER BY claim_key, id LIMIT 1)")
+_ACTIVE = "user_id = %s AND pool = %s AND state IN (%s, %s) AND priority_class = %s"
 _ADMISSION = "SELECT " + ", ".join([
-    _bounded_count("user_id = %s AND pool = %s AND state IN (%s, %s) AND priority_class = %s"),
-    _bounded_count("pool = %s AND state = %s AND kind = %s AND priority_class IN (%s, %s)"),
+    _bounded_count(_ACTIVE),
+    _bounded_count("pool = %s AND state = %s AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s"),
     _HEAD,
 ])
 
 
-def _figures_sql(pool: str, *, now, user_id: int | None, share: int, backlog: int):
+def _figures_sql(pool: str, *, now, user_id: int | None, active_bound: int, backlog: int):
     at = connection.ops.adapt_datetimefield_value(now)
-    params = [user_id or 0, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.PRACTICE, share,
-              pool, JobState.QUEUED, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, backlog,
-              pool, JobState.QUEUED, at, at, JobKind.JUDGE, *_AHEAD_OF_PRACTICE]
+    params = [user_id or 0, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.PRACTICE, active_bound,
+              pool, JobState.QUEUED, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE, backlog,
+              pool, JobState.QUEUED, at, at, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE]
     return _ADMISSION, params
 
 
 def _read(pool: str, *, now, user_id: int | None) -> tuple[int, int, float]:
-    """(the user's active practice jobs, the queued exam and practice jobs, the head of the
-    line's wait in seconds), each count bounded by what decides it."""
-    share = settings.KECE_USER_INFLIGHT
+    """(the user's active practice jobs, the queued exam and practice jobs within fair share,
+    the head of the line's wait in seconds), each count bounded by what decides it."""
+    active_bound = max(settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX)
     backlog = threshold(settings.KECE_THROTTLE_BACKLOG, pool)
-    sql, params = _figures_sql(pool, now=now, user_id=user_id, share=share, backlog=backlog)
+    sql, params = _figures_sql(pool, now=now, user_id=user_id, active_bound=active_bound, backlog=backlog)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         active, queued, head = cursor.fetchone()
@@ -83,9 +100,59 @@ def admission(*, pool: str, now, user_id: int | None) -> Admission:
     """Whether a practice job of `user_id` may enter `pool` now, and whether it is beyond
     its user's share (one statement)."""
     active, queued, head_wait = _read(pool, now=now, user_id=user_id)
-    share = settings.KECE_USER_INFLIGHT
+    share, cap = settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX
     return Admission(beyond_share=bool(share) and active >= share,
-                     throttled=throttling(backlog=queued, head_wait_s=head_wait, pool=pool))
+                     throttled=throttling(backlog=queued, head_wait_s=head_wait, pool=pool),
+                     at_user_cap=bool(cap) and active >= cap)
+
+
+def practice_admission(*, pool, now, user_id: int) -> bool:
+    """Admit a practice submit into `pool` (a `pools.registry` pool) or raise `Throttled`:
+    the user's active jobs, the pool's pressure, then the user's rate (last, so that a submit
+    refused for the others costs none of it). Returns whether the job is beyond its user's
+    fair share."""
+    figures = admission(pool=pool.name, now=now, user_id=user_id)
+    if figures.at_user_cap:
+        raise Throttled(own_active_sentence(pool.label, settings.KECE_USER_ACTIVE_MAX),
+                        retry_after=settings.KECE_THROTTLE_RETRY_S)
+    if figures.throttled:
+        raise Throttled(busy_sentence(pool.label), retry_after=settings.KECE_THROTTLE_RETRY_S)
+    _take_rate(f"practice:{user_id}", settings.KECE_USER_SUBMIT_RATE, now=now)
+    return figures.beyond_share
+
+
+def exam_rate(*, exam_id: int, user_id: int, now) -> None:
+    """Count an exam submission against its participant's rate, or raise `Throttled`."""
+    _take_rate(f"exam:{exam_id}:{user_id}", settings.KECE_EXAM_SUBMIT_RATE, now=now)
+
+
+_EXAM_ACTIVE = f"SELECT {_bounded_count(_ACTIVE)}"
+
+
+def exam_rank(*, pool: str, user_id: int) -> int:
+    """The user's active exam jobs in `pool`, up to KECE_EXAM_ACTIVE_MAX: the place a new one
+    takes among them (`judging.priority.claim_key`)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_EXAM_ACTIVE, [user_id, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.EXAM,
+                                      settings.KECE_EXAM_ACTIVE_MAX])
+        return cursor.fetchone()[0]
+
+
+def exam_admission(*, pool, user_id: int) -> int:
+    """Inside an exam submit's transaction, under its participant's lock (which serialises the
+    participant's submits, so the count is exact): the new job's rank, or `Throttled` when the
+    participant already has KECE_EXAM_ACTIVE_MAX active exam jobs in the pool."""
+    rank = exam_rank(pool=pool.name, user_id=user_id)
+    if rank >= settings.KECE_EXAM_ACTIVE_MAX:
+        raise Throttled(own_active_sentence(pool.label, settings.KECE_EXAM_ACTIVE_MAX),
+                        retry_after=settings.KECE_THROTTLE_RETRY_S)
+    return rank
+
+
+def _take_rate(scope: str, rate, *, now) -> None:
+    refusal = rates.take(scope, rate=rate, now=now)
+    if refusal is not None:
+        raise Throttled(own_rate_sentence(refusal), retry_after=refusal.retry_after)
 
 
 def pool_throttling(pool: str, *, now) -> bool:
@@ -98,3 +165,18 @@ def busy_sentence(runtime_label: str) -> str:
     """What the student reads when a practice submit is refused (the page keeps the code)."""
     return gettext("The %(runtime)s judges are busy; your code is kept here; try again in %(seconds)d s.") % {
         "runtime": runtime_label, "seconds": settings.KECE_THROTTLE_RETRY_S}
+
+
+def own_active_sentence(runtime_label: str, count: int) -> str:
+    """What a user reads when their own active jobs are at their cap (not the pool's pressure)."""
+    return gettext("You already have %(count)d submissions waiting for the %(runtime)s judges, the most one person "
+                   "may have at a time; this limit is yours alone, not the judges'. Your code is kept here; try again "
+                   "in %(seconds)d s.") % {"count": count, "runtime": runtime_label,
+                                           "seconds": settings.KECE_THROTTLE_RETRY_S}
+
+
+def own_rate_sentence(refusal) -> str:
+    """What a user reads when they submit faster than their own rate allows."""
+    return gettext("You have sent %(count)d submissions within %(period)d s, the most one person may; this limit is "
+                   "yours alone, not the judges'. Your code is kept here; try again in %(seconds)d s.") % {
+        "count": refusal.count, "period": refusal.period, "seconds": refusal.retry_after}

@@ -18,6 +18,14 @@ Fair share: a practice job submitted while its user already has KECE_USER_INFLIG
 practice jobs in the pool (`judging.pressure.admission` counts them) gets the REJUDGE lead,
 behind every other user's practice work of the next W / 2, and its wait reason says so. The pool stays work-conserving: with nothing
 else queued, the burst still runs on every free slot.
+
+Inside the exam class, participants take turns: an exam job queued while its participant
+already has r active exam jobs in the pool (its rank, `judging.pressure.exam_rank`, at most
+M = KECE_EXAM_ACTIVE_MAX) is keyed r × W / (2 (M + 1)) later, so a participant's second job
+goes behind the other participants' first jobs of that span, their third behind the
+others' second, and so on: 60 answers of one participant do not make another's one wait.
+The shift stays under W / 2, so exam work still sorts ahead of practice due at the same
+time, and the key stays before available_at (the claim's range).
 """
 
 from datetime import timedelta
@@ -38,6 +46,15 @@ def class_lead(priority_class: str, *, beyond_share: bool = False) -> timedelta:
     return timedelta(0)
 
 
-def claim_key(priority_class: str, available_at, *, beyond_share: bool = False):
-    return available_at - class_lead(priority_class, beyond_share=beyond_share)
+def exam_turn(rank: int) -> timedelta:
+    """How much later an exam job of this rank among its participant's active ones sorts."""
+    turns = settings.KECE_EXAM_ACTIVE_MAX
+    return timedelta(seconds=settings.KECE_MAX_CLASS_WAIT_S) * min(rank, turns) / (2 * (turns + 1))
+
+
+def claim_key(priority_class: str, available_at, *, beyond_share: bool = False, exam_rank: int = 0):
+    key = available_at - class_lead(priority_class, beyond_share=beyond_share)
+    if priority_class == PriorityClass.EXAM and exam_rank:
+        key += exam_turn(exam_rank)
+    return key
 

@@ -126,7 +126,9 @@ class Demo:
     # --- processes -----------------------------------------------------------------------------
 
     def start_server(self, tls: dict) -> None:
-        env = {**os.environ, "DEBUG": "1",
+        # The demo sends every sample solution as one student within seconds, as no student
+        # would: fair use's per-user limits are off unless the environment sets them.
+        env = {"KECE_USER_ACTIVE_MAX": "0", "KECE_USER_SUBMIT_RATE": "0", **os.environ, "DEBUG": "1",
                "KECE_PROBE_ALLOWED_PORTS": f"{min(HEALTH_PORTS.values())}-{max(HEALTH_PORTS.values())}",
                "KECE_PROBE_CA_FILE": str(tls["ca"])}
         log = open(self.state / "server.log", "ab")

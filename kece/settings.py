@@ -5,6 +5,7 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 """
 
 import ipaddress
+import re
 from pathlib import Path
 
 import environ
@@ -258,6 +259,47 @@ def _per_pool(name: str, default: str) -> dict[str, int]:
 KECE_THROTTLE_BACKLOG = _per_pool("KECE_THROTTLE_BACKLOG", "2000")
 KECE_THROTTLE_WAIT_S = _per_pool("KECE_THROTTLE_WAIT_S", "600")
 KECE_THROTTLE_RETRY_S = env.int("KECE_THROTTLE_RETRY_S", default=20)
+
+
+def _rate(name: str, default: str) -> tuple[int, int] | None:
+    """"30/min" (also "5/s", "600/h", "10/90s") → (30, 60): at most that many in any window of
+    that many seconds; "0" (or a count of 0) is no limit (None)."""
+    value = env.str(name, default=default).strip()
+    if value == "0":
+        return None
+    count, _, period = value.partition("/")
+    match = re.fullmatch(r"(\d*)\s*(s|min|h)", period.strip())
+    try:
+        count = int(count)
+    except ValueError:
+        match = None
+    if match is None or count < 0 or match.group(1) == "0":
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a rate such as 30/min, 5/s, 600/h or 10/90s")
+    seconds = int(match.group(1) or 1) * {"s": 1, "min": 60, "h": 3600}[match.group(2)]
+    return (count, seconds) if count else None
+
+
+# Fair use (`judging.pressure`, `judging.rates`): what one user may have queued and send, so
+# that one account cannot lock a pool for everyone. A user's active practice jobs in a pool
+# beyond which their practice submits there are refused (0: no limit); the practice
+# submissions one user may send in a window; an exam participant's active exam jobs in a pool
+# beyond which their exam submits are refused (also the spacing of their jobs in the exam
+# queue, `judging.priority`); the exam submissions one participant may send in a window.
+def _count(name: str, default: int, *, minimum: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}")
+    return value
+
+
+KECE_USER_ACTIVE_MAX = _count("KECE_USER_ACTIVE_MAX", 20, minimum=0)
+KECE_USER_SUBMIT_RATE = _rate("KECE_USER_SUBMIT_RATE", "30/min")
+KECE_EXAM_ACTIVE_MAX = _count("KECE_EXAM_ACTIVE_MAX", 10, minimum=1)
+KECE_EXAM_SUBMIT_RATE = _rate("KECE_EXAM_SUBMIT_RATE", "20/min")
+
 # Bulk rejudges (`judging.services.bulk_rejudge`): how often the step runs, and how many of
 # one operation's jobs it keeps queued at a time.
 KECE_REJUDGE_INTERVAL_MS = _positive_ms("KECE_REJUDGE_INTERVAL_MS", 2000)

@@ -51,6 +51,16 @@ def _fresh_cache(monkeypatch):
     yield
 
 
+@pytest.fixture
+def unlimited_submits(settings):
+    """For tests that submit from one account as fast as a loop can, as no student does: the
+    per-user limits of fair use (`judging.pressure`) out of the way."""
+    settings.KECE_USER_ACTIVE_MAX = 0
+    settings.KECE_USER_SUBMIT_RATE = None
+    settings.KECE_EXAM_SUBMIT_RATE = None
+    settings.KECE_EXAM_ACTIVE_MAX = 10**6
+
+
 @pytest.fixture(autouse=True)
 def _lock_order_checked(settings):
     settings.KECE_LOCK_ORDER_CHECK = True

@@ -53,3 +53,33 @@ def test_outside_development_the_session_and_csrf_cookies_are_secure(client):
     assert login_page.cookies["csrftoken"]["secure"] is True
     signed_in = client.post("/accounts/login/", {"username": "teacher", "password": "pw-for-tests-only"})
     assert signed_in.status_code == 302 and signed_in.cookies["sessionid"]["secure"] is True
+
+
+FAIR_USE = ("import django; django.setup(); from django.conf import settings as s; import json; "
+            "print(json.dumps([s.KECE_USER_ACTIVE_MAX, s.KECE_USER_SUBMIT_RATE, s.KECE_EXAM_ACTIVE_MAX, "
+            "s.KECE_EXAM_SUBMIT_RATE]))")
+
+
+def _fair_use_of(**env):
+    return subprocess.run([sys.executable, "-c", FAIR_USE], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", DEBUG=1, **env))
+
+
+def test_fair_use_limits_default_to_what_no_honest_class_reaches_and_read_rates_in_any_unit():
+    run = _fair_use_of()
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [20, [30, 60], 10, [20, 60]]
+    run = _fair_use_of(KECE_USER_ACTIVE_MAX="0", KECE_USER_SUBMIT_RATE="0", KECE_EXAM_ACTIVE_MAX="3",
+                       KECE_EXAM_SUBMIT_RATE="10/90s")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [0, None, 3, [10, 90]]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("KECE_USER_SUBMIT_RATE", "fast"), ("KECE_USER_SUBMIT_RATE", "30/fortnight"), ("KECE_USER_SUBMIT_RATE", "30"),
+    ("KECE_EXAM_SUBMIT_RATE", "-1/min"), ("KECE_EXAM_SUBMIT_RATE", "5/0s"), ("KECE_USER_ACTIVE_MAX", "-1"),
+    ("KECE_USER_ACTIVE_MAX", "many"), ("KECE_EXAM_ACTIVE_MAX", "0"),
+])
+def test_a_bad_fair_use_limit_stops_the_start_and_names_itself(name, value):
+    run = _fair_use_of(**{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and name in run.stderr

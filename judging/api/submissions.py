@@ -76,8 +76,9 @@ class SubmitView(UserView):
                               200: OpenApiResponse(SubmitOut, description="A retry with the same Idempotency-Key: "
                                                                           "the original submission"),
                               **errors(409, 429)}, summary="Submit code for judging",
-                   description="A practice submit into a pool beyond its backpressure thresholds is refused with "
-                               "429 `throttled` and Retry-After; nothing is written.")
+                   description="A practice submit into a pool beyond its backpressure thresholds, or any submit "
+                               "beyond its user's own limits (active jobs, rate), is refused with 429 `throttled` "
+                               "and Retry-After; nothing is written.")
     def post(self, request):
         data = validated(SubmitIn, request.data)
         key = checked_key(request.headers.get("Idempotency-Key"))

@@ -4,7 +4,7 @@ import logging
 
 from django.db import transaction
 
-from judging import priority
+from judging import pressure, priority
 from judging.locking import lock_job, lock_submission
 from judging.models import SUBMISSION_MODELS, JobState, JudgeJob, PriorityClass
 from judging.services import outcomes
@@ -28,7 +28,8 @@ def locked_live_submission(submission_type: str, submission_id: int):
 def queue_generation(submission, *, generation: int, now, priority_class: str) -> JudgeJob:
     """A new job for a submission this transaction has locked, against its problem's current
     test data, at `priority_class`; the submission's pointer moves to it (rejudge, and an
-    exam's hand-in)."""
+    exam's hand-in, which is never refused: an exam job only takes its turn among its
+    participant's, `judging.priority`)."""
     problem = submission.problem
     manifest = problem.current_manifest
     pool = submission.language
@@ -40,7 +41,8 @@ def queue_generation(submission, *, generation: int, now, priority_class: str) -
                               source=source),
         lesson_practice_id=submission.lesson_practice_id, available_at=now, created_at=now,
         user_id=submission.user_id, priority_class=priority_class,
-        claim_key=priority.claim_key(priority_class, now),
+        claim_key=priority.claim_key(priority_class, now, exam_rank=pressure.exam_rank(
+            pool=pool, user_id=submission.user_id) if priority_class == PriorityClass.EXAM else 0),
     )
     type(submission).objects.filter(pk=submission.pk).update(current_judge_job=job)
     submission.current_judge_job = job

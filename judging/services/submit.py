@@ -2,7 +2,6 @@
 
 import logging
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -18,7 +17,7 @@ from kece.rows import insert as insert_row
 from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
-from kece.errors import ExamInProgress, Invalid, Throttled
+from kece.errors import ExamInProgress, Invalid
 from pools.registry import UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -119,9 +118,11 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
 
     An exam submission (`exam_id`) is checked and written under its participant's lock
     (`judging.services.exams.exam_entry`); in an OI exam it is saved without a job, which
-    the hand-in creates; its jobs are of the EXAM class. A practice submission beyond its
-    pool's backlog or wait thresholds is refused (`Throttled`), and one beyond its user's
-    fair share queues behind other users' work (`judging.priority`). `after_insert(submission)`
+    the hand-in creates; its jobs are of the EXAM class, and a participant's take turns with
+    the others' (`judging.priority`). A submission beyond its user's own limits, or a practice
+    one beyond its pool's backlog or wait thresholds, is refused (`Throttled`,
+    `judging.pressure`); a practice one beyond its user's fair share queues behind other
+    users' work. `after_insert(submission)`
     runs inside the transaction (the idempotency key is written there, so a duplicate key
     rolls the submission back).
     """
@@ -145,15 +146,14 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     practice = _validated_practice(lesson_practice_id, problem)
     exam = exam_for_submit(exam_id, problem=problem, practice=practice)
     if exam is not None:
-        priority_class = PriorityClass.EXAM  # exam work is never refused and goes first
-    beyond_share = False
+        # Exam work goes first and is refused only for its participant's own rate and active jobs.
+        priority_class = PriorityClass.EXAM
+        pressure.exam_rate(exam_id=exam.pk, user_id=user.pk, now=now)
+    beyond_share, exam_rank = False, 0
     if priority_class == PriorityClass.PRACTICE:
         # Read outside the transaction: a share decided on a count a concurrent submit of
         # the same user is about to change only moves one job a place in the queue.
-        admission = pressure.admission(pool=pool.name, now=now, user_id=user.pk)
-        if admission.throttled:
-            raise Throttled(pressure.busy_sentence(pool.label), retry_after=settings.KECE_THROTTLE_RETRY_S)
-        beyond_share = admission.beyond_share
+        beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk)
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
@@ -162,6 +162,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         _still_live(problem, practice)
         if exam is not None:
             exam_entry(exam, user=user, now=now)
+            if exam.judges_at_once:
+                exam_rank = pressure.exam_admission(pool=pool, user_id=user.pk)
         submission = model(
             user=user, problem=problem, language=language, code=code,
             source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice, exam=exam,
@@ -178,7 +180,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
             pool=pool.name, runtime_spec=pool.spec.id, manifest=manifest,
             snapshot=job_snapshot(problem=problem, manifest=manifest, pool=pool.name, language=language, source=source),
             lesson_practice=practice, available_at=now, created_at=now, user_id=user.pk,
-            priority_class=priority_class, claim_key=priority.claim_key(priority_class, now, beyond_share=beyond_share),
+            priority_class=priority_class, claim_key=priority.claim_key(priority_class, now, beyond_share=beyond_share,
+                                                                exam_rank=exam_rank),
             wait_reason=priority.FAIR_SHARE if beyond_share else "",
         )
         insert_row(job)

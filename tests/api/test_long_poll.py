@@ -115,6 +115,7 @@ def test_with_redis_stopped_jobs_are_still_claimed_and_none_is_lost(private_redi
         wakeups.reset_redis_client()
 
 
+@pytest.mark.usefixtures("unlimited_submits")
 def test_two_hundred_waiting_claims_hold_no_connections_and_the_server_keeps_answering(server):
     nodes = [make_node(pool="python", max_slots=1, host_group=HostGroupFactory(total_slots=1))[0]
              for _ in range(200)]

@@ -141,6 +141,7 @@ def test_a_job_counted_in_the_nodes_former_group_is_not_replaced_past_the_new_gr
     assert _running(host_group_id=former.pk) == 0
 
 
+@pytest.mark.usefixtures("unlimited_submits")
 def test_concurrent_replacements_and_claims_never_exceed_the_limits(student, problem):
     """Three nodes of one host group, whose limit is below the nodes' sum: each node's slots
     post their results with carried claims while the nodes also claim for more. Every read

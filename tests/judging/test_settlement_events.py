@@ -133,6 +133,7 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
 
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("unlimited_submits")
 def test_concurrent_dispatchers_apply_each_event_once():
     student = UserFactory()
     problem = make_problem(languages=("python",))
