@@ -147,7 +147,7 @@ class HostGroupDetailView(AdminView):
                    request=s.HostGroupPatchIn, responses={200: s.HostGroupOut, **errors(409)})
     def patch(self, request, group_id: int):
         data = validated(s.HostGroupPatchIn, request.data)
-        names = {"name": "name", "hostId": "host_id", "totalSlots": "total_slots"}
+        names = {"name": "name", "hostId": "host_id", "totalSlots": "total_slots", "status": "status"}
         changes = {names[k]: v for k, v in data.items() if k in names}
         group = host_group_update(group_id=group_id, revision=data["revision"], changes=changes,
                                   actor=request.user)

@@ -161,6 +161,8 @@ class HostGroupPatchIn(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     hostId = serializers.CharField(max_length=200, required=False)
     totalSlots = serializers.IntegerField(min_value=1, max_value=4096, required=False)
+    # Added to the contract's PATCH: a DISABLED group's nodes claim nothing (its leases drain).
+    status = serializers.ChoiceField(choices=["ACTIVE", "DISABLED"], required=False)
 
 
 class HostGroupOut(serializers.Serializer):

@@ -21,7 +21,7 @@ from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
 from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, Unauthenticated
 from nodes.models import (
-    DesiredState, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit, self_check_passed_for_current_config,
+    DesiredState, HostGroupStatus, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit, self_check_passed_for_current_config,
 )
 from nodes.probe import normalize_base_url
 from pools.registry import POOLS
@@ -253,8 +253,10 @@ SETTABLE_STATES = (DesiredState.ENABLED, DesiredState.DRAINING, DesiredState.DIS
 def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNode:
     """Apply an admin PATCH based on `revision`; a stale revision is refused.
 
-    Changing the address bumps the config revision and sends the node back to
-    verification: its earlier self-check no longer speaks for it.
+    Changing the address or the host group bumps the config revision and sends the node
+    back to verification: its earlier self-check no longer speaks for it (another machine,
+    other neighbours). Until it passes again the node takes no new judge jobs; the leases it
+    holds still renew and settle, so a move drains it.
     """
     if "desired_state" in changes and changes["desired_state"] not in SETTABLE_STATES:
         raise Invalid("desiredState must be ENABLED, DRAINING or DISABLED.", fields={"desiredState": ["invalid"]})
@@ -276,11 +278,11 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
         if "name" in changes and changes["name"] != node.name and \
                 JudgeNode.objects.filter(name=changes["name"]).exclude(pk=node.pk).exists():
             raise Invalid("A node with this name exists.", fields={"name": ["already taken"]})
-        for field_name in ("name", "max_slots", "host_group_id"):
+        reverify = any(name in changes and changes[name] != getattr(node, name) for name in ("base_url", "host_group_id"))
+        for field_name in ("name", "max_slots", "host_group_id", "base_url"):
             if field_name in changes:
                 setattr(node, field_name, changes[field_name])
-        if "base_url" in changes and changes["base_url"] != node.base_url:
-            node.base_url = changes["base_url"]
+        if reverify:
             node.config_revision += 1
             if node.desired_state != DesiredState.DISABLED:
                 node.desired_state = DesiredState.PENDING_VERIFICATION
@@ -358,23 +360,39 @@ def _validate_group(name, host_id, total_slots):
         raise Invalid("totalSlots must be an integer from 1 to 4096.", fields={"totalSlots": ["out of range"]})
 
 
+def _group_fields(group) -> dict:
+    return {"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots, "status": group.status}
+
+
 def host_group_update(*, group_id: int, revision, changes: dict, actor) -> JudgeHostGroup:
+    """Rename, resize, or disable and enable a host group, based on `revision`.
+
+    A DISABLED group's nodes claim no judge job (`nodes.models.may_take_judge_jobs`, read
+    under the group's lock by every claim); the leases they hold still renew and settle, so
+    disabling drains the machine. Enabling gives them back their slots at once."""
+    if "status" in changes and changes["status"] not in HostGroupStatus.values:
+        raise Invalid("status must be ACTIVE or DISABLED.", fields={"status": ["invalid"]})
     with name_taken_on_conflict(), transaction.atomic(durable=True):
         group = lock_host_group(group_id)
         if group is None:
             raise NotFound()
         if revision != group.revision:
             raise RevisionConflict(f"The host group is at revision {group.revision}, not {revision}.")
-        before = {"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots}
-        merged = {"name": group.name, "host_id": group.host_id, "total_slots": group.total_slots, **changes}
+        before = _group_fields(group)
+        merged = {"name": group.name, "host_id": group.host_id, "total_slots": group.total_slots,
+                  "status": group.status, **changes}
         _validate_group(merged["name"], merged["host_id"], merged["total_slots"])
         if JudgeHostGroup.objects.filter(name=merged["name"]).exclude(pk=group.pk).exists():
             raise Invalid("A host group with this name exists.", fields={"name": ["already taken"]})
         group.name, group.host_id, group.total_slots = merged["name"], merged["host_id"], merged["total_slots"]
+        group.status = merged["status"]
         group.revision = F("revision") + 1
         group.save()
         group.refresh_from_db()
-        audit(host_group=group, actor=actor, action="host_group_update", before=before,
-               after={"name": group.name, "hostId": group.host_id, "totalSlots": group.total_slots},
-               revision=group.revision)
+        audit(host_group=group, actor=actor, action="host_group_update", before=before, after=_group_fields(group),
+              revision=group.revision)
+        if before["status"] != group.status:
+            for node_id in JudgeNode.objects.filter(host_group=group).values_list("id", flat=True):
+                node_changed_after_commit(node_id)
+    logger.info("host group updated", extra={"group": group.pk, "revision": group.revision, "status": group.status})
     return group

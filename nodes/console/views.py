@@ -375,10 +375,12 @@ def _group_refusal(exc: DomainError) -> str:
 @admins_only
 def host_group_edit(request, group_id: int):
     revision = _posted_revision(request)
-    slots = request.POST.get("total_slots", "").strip()
+    if request.POST.get("status") in ("ACTIVE", "DISABLED"):  # the Disable / Enable button
+        changes = {"status": request.POST["status"]}
+    else:
+        changes = {"total_slots": whole_number(request.POST.get("total_slots", "").strip())}
     try:
-        host_group_update(group_id=group_id, revision=revision,
-                          changes={"total_slots": whole_number(slots)}, actor=request.user)
+        host_group_update(group_id=group_id, revision=revision, changes=changes, actor=request.user)
     except NotFound:
         raise Http404 from None
     except DomainError as exc:
