@@ -249,10 +249,11 @@ def test_with_the_cache_down_the_rates_refuse_no_one_and_the_active_caps_still_h
     settings.KECE_USER_SUBMIT_RATE = settings.KECE_EXAM_SUBMIT_RATE = (1, 60)
     settings.KECE_USER_ACTIVE_MAX = 2
     user = UserFactory()
-    exam = make_exam(python, mode="ACM", participants=[user])
-    submit(user, python, exam_id=exam.pk)
-    submit(user, python, exam_id=exam.pk)
-    submit(user, python)
+    exam = make_exam(make_problem(languages=("python",)), mode="ACM", participants=[user])
+    exam_problem = exam.problems.get().problem
+    submit(user, exam_problem, exam_id=exam.pk)
+    submit(user, exam_problem, exam_id=exam.pk)
+    submit(user, python)  # practice: not a problem the exam keeps
     submit(user, python)
     with pytest.raises(Throttled, match="You already have 2 submissions"):
         submit(user, python)

@@ -345,7 +345,10 @@ def test_randomised_soak_keeps_every_invariant(settings):
     soak = Soak(SOAK_SECONDS)
 
     practice = make_practice(*problems)
-    exams = [make_exam(*problems, mode=mode, participants=students, minutes=120) for mode in ("ACM", "OI")]
+    # An exam keeps its problems secret until it ends (`judging.visibility`): the exams hold
+    # problems of their own, of the same three kinds.
+    exam_problems = [make_problem(languages=("python",)), make_problem(languages=("cpp",)), make_problem(kind="SQL")]
+    exams = [make_exam(*exam_problems, mode=mode, participants=students, minutes=120) for mode in ("ACM", "OI")]
     soak.hand_ins, soak.keys = collections.defaultdict(set), collections.defaultdict(set)
 
     def submit_step(rng):
@@ -353,9 +356,9 @@ def test_randomised_soak_keeps_every_invariant(settings):
             # The last quarter: no new work, so the saturated queue drains down to the
             # bulk-rejudge jobs that every newer exam and practice job went ahead of.
             return
-        problem, student = rng.choice(problems), rng.choice(students)
-        language = "mysql" if problem.kind == "SQL" else problem.current_manifest.languages[0]
         entry = rng.choice(["free", "practice", "exam"])
+        problem, student = rng.choice(exam_problems if entry == "exam" else problems), rng.choice(students)
+        language = "mysql" if problem.kind == "SQL" else problem.current_manifest.languages[0]
         link = ({"lesson_practice_id": practice.pk} if entry == "practice"
                 else {"exam_id": rng.choice(exams).pk} if entry == "exam" else {})
         code = f"-- {rng.random()}"

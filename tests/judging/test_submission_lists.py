@@ -9,7 +9,8 @@ from tests.api.helpers import error_of, token_client
 from tests.factories import make_exam, make_node, make_practice, make_problem
 from tests.judging.helpers import claim, judged, settle, submit
 
-pytestmark = pytest.mark.django_db
+# One student with 60 submissions, as no student sends within the fair-use limits.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("unlimited_submits")]
 
 PAGE = 50
 COUNTS = [3, PAGE + 10]
