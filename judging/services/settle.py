@@ -297,4 +297,8 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     submission.judged_at = now
     save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
                                    "judged_generation", "judged_at"])
+    if job.hidden:
+        hooks.call(hooks.HIDDEN_JUDGED, job, now=now)
+        return
     outcomes.write_events(job, submission, now=now)
+    hooks.call(hooks.JUDGED, job, now=now)
