@@ -14,7 +14,6 @@ DIAGNOSTIC_SETTLED = "diagnostic_settled"  # (job, result, *, now)
 DIAGNOSTIC_FAILED = "diagnostic_failed"    # (job, *, now, error, message)
 NODE_QUARANTINE = "node_quarantine"        # (node, *, reason, now); the node locked exclusively
 JUDGED = "judged"                          # (job, *, now): a judge job's result took effect
-HIDDEN_JUDGED = "hidden_judged"            # (job, *, now): a hidden judge job was judged
 
 
 def register(**handlers) -> None:

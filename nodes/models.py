@@ -222,16 +222,19 @@ class CrossCheck(models.Model):
     original_node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="+")
     original_verdict = models.CharField(max_length=16)
     original_score = models.PositiveSmallIntegerField(null=True)
-    check_job_id = models.BigIntegerField(unique=True)
-    check_node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    # Null until the periodic step has found a peer and queued the check job.
+    check_job_id = models.BigIntegerField(unique=True, null=True, blank=True)
+    check_node = models.ForeignKey(JudgeNode, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False,
+                                   related_name="+")
     check_verdict = models.CharField(max_length=16, blank=True, default="")
     check_score = models.PositiveSmallIntegerField(null=True)
-    # Null until the check job is judged.
+    # Null until the check job is judged (and when it never was: no peer, cancelled, failed).
     agreed = models.BooleanField(null=True)
     # The node a failed canary showed to be lying, when one did: the disagreement then no
     # longer counts against the other.
     blamed_node_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # When it ended: judged, or given up (`agreed` null then).
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

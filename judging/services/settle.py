@@ -298,7 +298,6 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
                                    "judged_generation", "judged_at"])
     if job.hidden:
-        hooks.call(hooks.HIDDEN_JUDGED, job, now=now)
-        return
+        return  # graded by the server (`nodes.canaries_hidden`, `nodes.cross_checks`), counted nowhere
     outcomes.write_events(job, submission, now=now)
     hooks.call(hooks.JUDGED, job, now=now)
