@@ -81,12 +81,14 @@ def _disputed_since(node_id: int, since) -> bool:
 
 def canary_due(node, *, now) -> bool:
     """Whether the node should get a canary now: none of its canaries is open, and it has
-    claimed its drawn number of judge jobs since the last one, or judged at all for the
-    minimum interval, or disagreed with a peer since."""
+    disagreed with a peer since the last one, or claimed its drawn number of judge jobs
+    since, or judged at all and the minimum interval has passed."""
     last = HiddenCanary.objects.filter(node_id=node.pk).order_by("-planted_at", "-id").first()
     if last is not None and last.graded_at is None:
         return False
     since = last.planted_at if last is not None else node.self_check_finished_at
+    if _disputed_since(node.pk, since):
+        return True
     judged = _jobs_judged_since(node.pk, since)
     if judged == 0:
         return False
@@ -94,9 +96,7 @@ def canary_due(node, *, now) -> bool:
     if settings.KECE_CANARY_RATE and judged >= threshold:
         return True
     interval = settings.KECE_CANARY_MIN_INTERVAL_S
-    if interval and (since is None or now - since >= timedelta(seconds=interval)):
-        return True
-    return _disputed_since(node.pk, since)
+    return bool(interval) and (since is None or now - since >= timedelta(seconds=interval))
 
 
 def canaries_plant(*, now) -> list[int]:
