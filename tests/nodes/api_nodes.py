@@ -118,10 +118,14 @@ class ApiNode:
                 **self.verdict_for(job)}
         return self._post(f"jobs/{job['jobId']}/result", body)["status"]
 
-    def work(self, free_slots: int = 4) -> int:
-        """Claim and judge until nothing is left for this node; returns how many it judged."""
+    def work(self, free_slots: int = 4, *, at_most: int | None = None) -> int:
+        """Claim and judge until nothing is left for this node (or `at_most` jobs are
+        judged); returns how many it judged."""
         judged = 0
-        while jobs := self.claim(free_slots):
+        while at_most is None or judged < at_most:
+            jobs = self.claim(free_slots if at_most is None else min(free_slots, at_most - judged))
+            if not jobs:
+                break
             for job in jobs:
                 self.judge(job)
                 judged += 1
