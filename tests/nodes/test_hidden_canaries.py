@@ -2,6 +2,8 @@
 cannot tell from a student's, graded by the server; a wrong verdict quarantines the node;
 nothing a student sees or any statistic counts them."""
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -15,7 +17,7 @@ from nodes.canaries import canaries_for
 from nodes.models import HiddenCanary, JudgeNode, NodeAudit
 from nodes.selectors import pool_figures
 from pools.snapshot import compute
-from tests.judging.helpers import claim, judged, settle, submit
+from tests.judging.helpers import claim, infra_error, judged, settle, submit
 from tests.nodes.api_nodes import ApiNode
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
@@ -135,3 +137,21 @@ def test_a_node_that_may_not_judge_is_not_given_its_canary_which_is_withdrawn(st
     integrity_step(now=now)  # ends the canary, judged by no one: neither right nor wrong
     canary.refresh_from_db()
     assert (canary.graded_at, canary.ok) == (now, None)
+
+
+def test_a_canary_that_ends_in_infrastructure_errors_is_neither_right_nor_wrong_and_counts_nowhere(
+        student, problem, node_a, canaries_on):
+    node, identity = node_a
+    now = timezone.now()
+    canary = _judge_until_a_canary_is_planted(identity, student, problem, now=now)
+    for attempt in range(canaries_on.KECE_MAX_ATTEMPTS):
+        later = now + timedelta(minutes=10 * attempt)
+        job = _canary_job(identity, canary, now=later)
+        settle(identity, infra_error(job), now=later)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert not SettlementEvent.objects.filter(job_id=job.pk).exists()
+    integrity_step(now=later)
+    canary.refresh_from_db()
+    node.refresh_from_db()
+    assert (canary.ok, canary.graded_at, node.quarantined_at) == (None, later, None)
