@@ -144,3 +144,19 @@ def test_a_failed_canary_settles_a_disagreement_against_the_liar(student, proble
     second.refresh_from_db()
     peer.refresh_from_db()
     assert second.agreed is False and peer.quarantined_at is None
+
+
+def test_with_no_other_node_in_the_pool_a_chosen_verdict_waits_then_is_given_up(
+        student, problem, node_a, foreign_node, cross_checks_on):
+    _, identity = node_a
+    now = timezone.now()
+    original = _judged_by(identity, student, problem, verdict="AC", now=now)
+    record = CrossCheck.objects.get(original_job_id=original.pk)
+    integrity_step(now=now)
+    record.refresh_from_db()
+    # Neither the node that judged it nor a node of another pool checks it.
+    assert (record.check_job_id, record.settled_at) == (None, None)
+    integrity_step(now=now + timedelta(hours=1))
+    record.refresh_from_db()
+    assert (record.check_job_id, record.agreed, record.settled_at) == (None, None, now + timedelta(hours=1))
+    assert not JudgeJob.objects.filter(bound_node__isnull=False).exists()
