@@ -63,7 +63,8 @@ def cross_checks_queue(*, now) -> list[int]:
     queued = []
     for record in CrossCheck.objects.filter(check_job_id__isnull=True, settled_at__isnull=True).order_by("id"):
         job = JudgeJob.objects.filter(pk=record.original_job_id).first()
-        submission = job and SUBMISSION_MODELS[job.submission_type].objects.filter(pk=job.submission_id).first()
+        submission = job and SUBMISSION_MODELS[job.submission_type].objects.filter(
+            pk=job.submission_id, deleted_at__isnull=True).first()
         peer = _peer(record, job, now=now) if submission is not None else None
         if peer is None:
             if submission is None or now - record.created_at >= GIVE_UP_AFTER:

@@ -53,3 +53,14 @@ def test_outside_development_the_session_and_csrf_cookies_are_secure(client):
     assert login_page.cookies["csrftoken"]["secure"] is True
     signed_in = client.post("/accounts/login/", {"username": "teacher", "password": "pw-for-tests-only"})
     assert signed_in.status_code == 302 and signed_in.cookies["sessionid"]["secure"] is True
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("KECE_CANARY_RATE", "-1", "KECE_CANARY_RATE must be 0 (off) or more"),
+    ("KECE_CANARY_MIN_INTERVAL_S", "hourly", "KECE_CANARY_MIN_INTERVAL_S must be a whole number"),
+    ("KECE_CROSS_CHECK_RATE", "-5", "KECE_CROSS_CHECK_RATE must be 0 (off) or more"),
+    ("KECE_CROSS_CHECK_QUARANTINE_AFTER", "0", "KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1"),
+])
+def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
+    run = _settings_of(SECRET_KEY="a production secret", **{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr

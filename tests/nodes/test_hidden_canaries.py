@@ -17,6 +17,7 @@ from nodes.canaries import canaries_for
 from nodes.models import HiddenCanary, JudgeNode, NodeAudit
 from nodes.selectors import pool_figures
 from pools.snapshot import compute
+from tests.api.helpers import make_admin, session_client
 from tests.judging.helpers import claim, infra_error, judged, settle, submit
 from tests.nodes.api_nodes import ApiNode
 
@@ -103,6 +104,11 @@ def test_a_wrong_canary_verdict_quarantines_the_node_and_a_right_one_does_not(
         == ["system"]
     submit(student, problem, code=AC_PROGRAM, now=now)
     assert claim(identity, now=now) == []  # no more judge work for it
+    # The console says why, as for every quarantine, and lists the canary.
+    page = session_client(make_admin()).get(f"/admin/judgers/{node.pk}").content.decode()
+    assert f"Quarantined by the server: {node.quarantine_reason}" in page
+    assert f"{canary.program} (job {job.pk}): expected {canary.expect}, got {wrong}" in page
+    assert "wrong: the node was quarantined" in page
 
 
 def test_a_canary_counts_in_no_statistic_and_no_rejudge(student, problem, node_a, canaries_on):
