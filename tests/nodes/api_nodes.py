@@ -113,20 +113,28 @@ class ApiNode:
                                "score": c["weight"]} for c in job["cases"]]}
         return self._honest(job)
 
-    def judge(self, job: dict) -> str:
+    def judge(self, job: dict, *, carry: int = 0) -> dict:
+        """Post the job's result; `carry`: ask for that many jobs in the same post, as the
+        agent does with the slot it frees. Returns the answer ({status, jobs?})."""
         body = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "timeMs": 1, "memoryKb": 1,
                 **self.verdict_for(job)}
-        return self._post(f"jobs/{job['jobId']}/result", body)["status"]
+        if carry:
+            body["claim"] = {"freeSlots": carry}
+        answer = self._post(f"jobs/{job['jobId']}/result", body)
+        self.seen += answer.get("jobs") or []
+        return answer
 
     def work(self, free_slots: int = 4, *, at_most: int | None = None) -> int:
         """Claim and judge until nothing is left for this node (or `at_most` jobs are
-        judged); returns how many it judged."""
-        judged = 0
+        judged), each result carrying the next claim; returns how many it judged."""
+        judged, held = 0, []
         while at_most is None or judged < at_most:
-            jobs = self.claim(free_slots if at_most is None else min(free_slots, at_most - judged))
-            if not jobs:
-                break
-            for job in jobs:
-                self.judge(job)
-                judged += 1
+            if not held:
+                held = self.claim(free_slots if at_most is None else min(free_slots, at_most - judged))
+                if not held:
+                    break
+            job = held.pop(0)
+            wanted = at_most is None or judged + 1 + len(held) < at_most
+            held += self.judge(job, carry=1 if wanted else 0).get("jobs") or []
+            judged += 1
         return judged
