@@ -107,9 +107,10 @@ def cross_checks_grade(*, now) -> list[int]:
         job = jobs.get(record.check_job_id)
         if job is not None and job.state in JobState.ACTIVE:
             continue
-        judged = job is not None and job.state == JobState.COMPLETED
-        verdict, score = ((job.result or {}).get("verdict", ""), (job.result or {}).get("score")) if judged else ("", None)
-        agreed = (verdict == record.original_verdict and score == record.original_score) if judged else None
+        # Only a judgement is compared: a check that failed or was cancelled is given up.
+        result = (job.result or {}) if job is not None and job.state == JobState.COMPLETED else None
+        verdict, score = (result.get("verdict", ""), result.get("score")) if result is not None else ("", None)
+        agreed = (verdict == record.original_verdict and score == record.original_score) if result is not None else None
         with transaction.atomic(durable=True):
             nodes = lock_nodes([record.original_node_id, record.check_node_id])
             if not CrossCheck.objects.filter(pk=record.pk, settled_at__isnull=True).update(
