@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from judging.models import (
-    JobKind, JobState, JudgeJob, ProblemResult, SettlementEvent, Submission,
+    JobState, JudgeJob, ProblemResult, SettlementEvent, Submission,
 )
 from judging.services.bulk_rejudge import rejudge_request
 from judging.system import system_user_id
@@ -127,8 +127,10 @@ def test_a_canary_counts_in_no_statistic_and_no_rejudge(student, problem, node_a
     # A bulk rejudge of what the node judged takes the students' submissions only.
     operation = rejudge_request(selector={"nodeId": node.pk, "since": now}, actor=None, now=now)
     assert operation.total == Submission.objects.filter(user=student).count()
-    assert canary.job_id not in set(JudgeJob.objects.filter(kind=JobKind.JUDGE, user_id=student.pk)
-                                    .values_list("id", flat=True))
+    # Nor can an admin rejudge it into ordinary work.
+    answer = session_client(make_admin()).post(f"/api/v1/admin/submissions/ALGO/{job.submission_id}/rejudge")
+    assert answer.status_code == 404
+    assert JudgeJob.objects.filter(submission_type="ALGO", submission_id=job.submission_id).count() == 1
 
 
 def test_a_node_that_may_not_judge_is_not_given_its_canary_which_is_withdrawn(student, problem, node_a, canaries_on):
