@@ -13,6 +13,7 @@ _handlers: dict = {}
 DIAGNOSTIC_SETTLED = "diagnostic_settled"  # (job, result, *, now)
 DIAGNOSTIC_FAILED = "diagnostic_failed"    # (job, *, now, error, message)
 NODE_QUARANTINE = "node_quarantine"        # (node, *, reason, now); the node locked exclusively
+JUDGED = "judged"                          # (job, *, now): a judge job's result took effect
 
 
 def register(**handlers) -> None:

@@ -149,6 +149,14 @@ def lock_node(pk, *, shared: bool = False):
     return _lock_one(JudgeNode, Rank.NODE, pk, shared=shared)
 
 
+def lock_nodes(pks) -> dict:
+    """Lock several node rows exclusively, in ascending order (two nodes that disagreed on a
+    verdict are judged together: `nodes.cross_checks`)."""
+    from nodes.models import JudgeNode
+
+    return _lock_by_pk(JudgeNode, Rank.NODE, pks)
+
+
 # --- problems and practices ----------------------------------------------------------------------
 
 def lock_parent(model, pk, *, shared: bool = False, names: tuple | None = None):

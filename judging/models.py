@@ -220,7 +220,8 @@ class JudgeJob(models.Model):
     snapshot = models.JSONField(default=dict)
     lesson_practice = models.ForeignKey(LessonPractice, null=True, blank=True, on_delete=models.PROTECT,
                                         db_constraint=False, db_index=False, related_name="+")
-    # A diagnostic job may only be claimed by the node it checks.
+    # A diagnostic job may only be claimed by the node it checks; so may a hidden judge job
+    # (a canary for that node, a cross-check for a peer of the node that judged the original).
     bound_node = models.ForeignKey("nodes.JudgeNode", null=True, blank=True, on_delete=models.PROTECT,
                                    db_constraint=False, db_index=False, related_name="+")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
@@ -288,6 +289,12 @@ class JudgeJob(models.Model):
     @property
     def submission_ref(self):
         return (self.submission_type, self.submission_id)
+
+    @property
+    def hidden(self) -> bool:
+        """A judge job bound to one node: a hidden canary or a cross-check (`nodes`), judged
+        for the server's own sake. It writes no settlement event and is counted nowhere."""
+        return self.kind == JobKind.JUDGE and self.bound_node_id is not None
 
 
 class EventState(models.TextChoices):

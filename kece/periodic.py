@@ -98,6 +98,24 @@ def stall_step(now=None):
     return quarantined
 
 
+def integrity_step(now=None):
+    """Grade the hidden canaries and cross-checks that ended (quarantining a node that lied),
+    then queue new ones and withdraw those no node will take."""
+    from nodes import canaries_hidden, cross_checks
+
+    now = now or timezone.now()
+    quarantined = canaries_hidden.canaries_grade(now=now) + cross_checks.cross_checks_grade(now=now)
+    queued = cross_checks.cross_checks_queue(now=now)
+    planted = canaries_hidden.canaries_plant(now=now)
+    withdrawn = canaries_hidden.canaries_withdraw(now=now) + cross_checks.cross_checks_withdraw(now=now)
+    if quarantined:
+        logger.warning("nodes quarantined for their verdicts", extra={"nodes": quarantined})
+    if planted or queued or withdrawn:
+        logger.info("integrity pass", extra={"canaries": len(planted), "crossChecks": len(queued),
+                                             "withdrawn": withdrawn})
+    return quarantined
+
+
 def rejudges_step(now=None):
     from judging.services.bulk_rejudge import rejudges_advance
 

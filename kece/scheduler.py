@@ -21,6 +21,7 @@ def PERIODIC_TASKS():
         ("pools.refresh_status_snapshot", settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         ("nodes.expire_checks", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.quarantine_stalled", settings.KECE_REAP_INTERVAL_MS / 1000),
+        ("nodes.check_integrity", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         ("judging.advance_rejudges", settings.KECE_REJUDGE_INTERVAL_MS / 1000),
     ]
@@ -38,6 +39,7 @@ def _steps():
         (snapshot.refresh_step, settings.KECE_SNAPSHOT_INTERVAL_MS / 1000),
         (periodic.checks_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (periodic.stall_step, settings.KECE_REAP_INTERVAL_MS / 1000),
+        (periodic.integrity_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         (periodic.rejudges_step, settings.KECE_REJUDGE_INTERVAL_MS / 1000),
     ]

@@ -320,6 +320,29 @@ KECE_QUARANTINE_RENEW_LOST = env.int("KECE_QUARANTINE_RENEW_LOST", default=3)
 if KECE_QUARANTINE_INFRA_ERRORS < 1 or KECE_QUARANTINE_RENEW_LOST < 1:
     raise ImproperlyConfigured("KECE_QUARANTINE_INFRA_ERRORS and KECE_QUARANTINE_RENEW_LOST must be at least 1")
 
+# Integrity of the nodes' verdicts (`nodes.canaries_hidden`, `nodes.cross_checks`): a canary
+# program hidden among a node's judge jobs, about 1 in KECE_CANARY_RATE of the jobs it claims
+# and at least one every KECE_CANARY_MIN_INTERVAL_S while it judges; about 1 in
+# KECE_CROSS_CHECK_RATE settled judge jobs judged again on another node of the pool, a node
+# quarantined after KECE_CROSS_CHECK_QUARANTINE_AFTER disagreements with its peers. 0 disables
+# the first three.
+def _not_negative(name: str, default: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a whole number: {exc}") from exc
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must be 0 (off) or more, got {value}")
+    return value
+
+
+KECE_CANARY_RATE = _not_negative("KECE_CANARY_RATE", 200)
+KECE_CANARY_MIN_INTERVAL_S = _not_negative("KECE_CANARY_MIN_INTERVAL_S", 3600)
+KECE_CROSS_CHECK_RATE = _not_negative("KECE_CROSS_CHECK_RATE", 100)
+KECE_CROSS_CHECK_QUARANTINE_AFTER = _not_negative("KECE_CROSS_CHECK_QUARANTINE_AFTER", 3)
+if KECE_CROSS_CHECK_QUARANTINE_AFTER < 1:
+    raise ImproperlyConfigured("KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1")
+
 # Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
 KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)
 

@@ -43,6 +43,11 @@ def quarantine_stalled():
     periodic.run_guarded(periodic.stall_step)
 
 
+@shared_task(name="nodes.check_integrity", ignore_result=True)
+def check_integrity():
+    periodic.run_guarded(periodic.integrity_step)
+
+
 @shared_task(name="judging.advance_rejudges", ignore_result=True)
 def advance_rejudges():
     periodic.run_guarded(periodic.rejudges_step)

@@ -6,8 +6,9 @@ class NodesConfig(AppConfig):
 
     def ready(self):
         from judging import hooks
-        from nodes import checks, quarantine, schema  # noqa: F401  (schema: the OpenAPI auth extension)
+        from nodes import checks, cross_checks, quarantine, schema  # noqa: F401  (schema: the OpenAPI auth extension)
 
         hooks.register(**{hooks.DIAGNOSTIC_SETTLED: checks.self_check_settled,
                           hooks.DIAGNOSTIC_FAILED: checks.self_check_failed,
-                          hooks.NODE_QUARANTINE: quarantine.node_quarantine_locked})
+                          hooks.NODE_QUARANTINE: quarantine.node_quarantine_locked,
+                          hooks.JUDGED: cross_checks.judgement_sampled})

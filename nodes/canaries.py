@@ -31,6 +31,7 @@ class Canary:
     problem: Problem
     manifest: Manifest
     source: dict  # {digest, bytes} in the content store
+    path: Path  # the program's file
 
 
 def programs(package: Path) -> dict[str, str]:
@@ -74,7 +75,7 @@ def canaries_for(pool: str) -> list[Canary]:
             if not path.is_file():
                 raise PackageError(f"{package.name}: program {name!r} does not exist")
             canaries.append(Canary(name=name, expect=expect, problem=problem, manifest=manifest,
-                                   source=artifacts.store_file(path)))
+                                   source=artifacts.store_file(path), path=path))
     if len({c.name for c in canaries}) != len(canaries):
         raise PackageError(f"{pool}: two canary programs share a name")
     return canaries

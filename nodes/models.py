@@ -188,3 +188,57 @@ class NodeCheck(models.Model):
     class Meta:
         db_table = "judge_node_check"
         ordering = ["-started_at", "-id"]
+
+
+class HiddenCanary(models.Model):
+    """A canary program slipped into a node's ordinary work (`nodes.canaries_hidden`): a
+    JUDGE job bound to the node, for a submission of the system account, graded by the
+    server against `expect` once it settles. Never shown to students, never counted."""
+
+    node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    job_id = models.BigIntegerField(unique=True)
+    program = models.CharField(max_length=100)
+    expect = models.CharField(max_length=16)
+    # How many of the node's judge jobs the next canary waits for (random around the rate,
+    # so a node cannot count its way to the canary).
+    next_after = models.PositiveIntegerField()
+    planted_at = models.DateTimeField()
+    verdict = models.CharField(max_length=16, blank=True, default="")
+    # Null until graded; then whether the node's verdict was the expected one.
+    ok = models.BooleanField(null=True)
+    graded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "judge_hidden_canary"
+        indexes = [models.Index(fields=["node", "planted_at"], name="hidden_canary_node"),
+                   models.Index(fields=["graded_at", "id"], name="hidden_canary_ungraded")]
+
+
+class CrossCheck(models.Model):
+    """A settled judge job judged again, hidden, on another node of its pool
+    (`nodes.cross_checks`): both verdicts and scores, and whether they agree."""
+
+    original_job_id = models.BigIntegerField(unique=True)
+    original_node = models.ForeignKey(JudgeNode, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    original_verdict = models.CharField(max_length=16)
+    original_score = models.PositiveSmallIntegerField(null=True)
+    # Null until the periodic step has found a peer and queued the check job.
+    check_job_id = models.BigIntegerField(unique=True, null=True, blank=True)
+    check_node = models.ForeignKey(JudgeNode, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False,
+                                   related_name="+")
+    check_verdict = models.CharField(max_length=16, blank=True, default="")
+    check_score = models.PositiveSmallIntegerField(null=True)
+    # Null until the check job is judged (and when it never was: no peer, cancelled, failed).
+    agreed = models.BooleanField(null=True)
+    # The node a failed canary showed to be lying, when one did: the disagreement then no
+    # longer counts against the other.
+    blamed_node_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    # When it ended: judged, or given up (`agreed` null then).
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "judge_cross_check"
+        indexes = [models.Index(fields=["original_node", "agreed", "settled_at"], name="cross_check_original"),
+                   models.Index(fields=["check_node", "agreed", "settled_at"], name="cross_check_checker"),
+                   models.Index(fields=["settled_at", "id"], name="cross_check_open")]

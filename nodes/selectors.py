@@ -66,7 +66,9 @@ def pool_figures(*, now) -> list[dict]:
 
     jobs = JudgeJob.objects.filter(kind="JUDGE")
     queued: dict[str, dict[str, dict]] = {}
-    for row in jobs.filter(state=JobState.QUEUED).values("pool", "priority_class").annotate(
+    # Hidden judge jobs (canaries, cross-checks: bound to a node) are no one's waiting work;
+    # while one runs it does take a slot, so `running` counts it.
+    for row in jobs.filter(state=JobState.QUEUED, bound_node__isnull=True).values("pool", "priority_class").annotate(
             pending=Count("id"), claimable=Count("id", filter=Q(available_at__lte=now)),
             backoff=Count("id", filter=Q(available_at__gt=now)), created_at=Min("created_at")):
         queued.setdefault(row["pool"], {})[row["priority_class"]] = row

@@ -26,11 +26,13 @@ LAST_GOOD_KEY = "kece:status-snapshot:last-good:v1"
 
 
 def compute(*, now) -> dict:
+    # Hidden judge jobs (bound to a node: canaries, cross-checks) are nobody's waiting work.
     pending = dict(
-        JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE").values_list("pool").annotate(n=Count("id"))
+        JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE", bound_node__isnull=True)
+        .values_list("pool").annotate(n=Count("id"))
     )
     claimable = dict(
-        JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE", available_at__lte=now)
+        JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE", bound_node__isnull=True, available_at__lte=now)
         .values_list("pool").annotate(n=Count("id"))
     )
     ready = set(ready_nodes(now=now).values_list("pool", flat=True).distinct())

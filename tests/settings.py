@@ -13,6 +13,11 @@ TEST_ENVIRONMENT = {
     "KECE_LOCK_ORDER_CHECK": "1",
     # The production default and the test run's agents, which listen on loopback.
     "KECE_PROBE_ALLOWED_NETWORKS": "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7,127.0.0.0/8",
+    # Hidden canaries and cross-checks are drawn at random: off, so that every other test's
+    # jobs and statement counts are exactly its own. Their tests turn them on.
+    "KECE_CANARY_RATE": "0",
+    "KECE_CANARY_MIN_INTERVAL_S": "0",
+    "KECE_CROSS_CHECK_RATE": "0",
 }
 for _name, _value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)

@@ -42,7 +42,8 @@ def _imports(path: Path) -> set[str]:
 
 def _modules(top: str) -> dict[str, set[str]]:
     # The canary problems' programs are data for the judges, not modules of the app.
-    return {_module_name(p): _imports(p) for p in sorted((REPO / top).rglob("*.py")) if "canary" not in p.parts}
+    return {_module_name(p): _imports(p) for p in sorted((REPO / top).rglob("*.py"))
+            if "canary" not in p.relative_to(REPO).parts}
 
 def _top(name: str) -> str:
     return name.split(".")[0]

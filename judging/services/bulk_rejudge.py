@@ -22,6 +22,7 @@ from judging.models import (
     SUBMISSION_MODELS, JobKind, JobState, JudgeJob, PriorityClass, Problem, RejudgeItem, RejudgeOperation, RejudgeState,
 )
 from judging.services.rejudge import locked_live_submission, rejudge_locked
+from judging.system import system_user_id
 from kece.errors import Invalid, NotFound
 
 logger = logging.getLogger("kece.rejudge")
@@ -33,7 +34,8 @@ def _problem_submissions(problem_id: int) -> list[tuple[str, int, str]]:
         raise Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
     model = SUBMISSION_MODELS[problem.kind]
     return [(model.TYPE, pk, language) for pk, language in
-            model.objects.filter(problem=problem, deleted_at__isnull=True).order_by("id").values_list("id", "language")]
+            model.objects.filter(problem=problem, deleted_at__isnull=True).exclude(user_id=system_user_id())
+            .order_by("id").values_list("id", "language")]
 
 
 def _node_submissions(node_id: int, since, until) -> list[tuple[str, int, str]]:
@@ -49,7 +51,7 @@ def _node_submissions(node_id: int, since, until) -> list[tuple[str, int, str]]:
     found = []
     for submission_type, model in SUBMISSION_MODELS.items():
         current = model.objects.filter(deleted_at__isnull=True, current_judge_job_id__in=Subquery(
-            jobs.filter(submission_type=submission_type).values("id")))
+            jobs.filter(submission_type=submission_type).values("id"))).exclude(user_id=system_user_id())
         found += [(submission_type, pk, language) for pk, language in current.values_list("id", "language")]
     return sorted(found, key=lambda row: (row[0], row[1]))
 

@@ -7,7 +7,7 @@ from django.db import connection, transaction
 
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
-from judging.models import JobState, JudgeJob
+from judging.models import JobKind, JobState, JudgeJob
 from judging.services import job_meta
 from judging.timing import claim_wait, lease_ttl, offline_after
 from kece.errors import Unauthenticated
@@ -27,8 +27,8 @@ class ClaimResult:
 
 def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
     """The node's due jobs (the `judge_job_claim` index: pool, state, claim_key, id): its
-    pool and runtime spec, unbound or bound to it; only bound ones (its diagnostic jobs)
-    when it may not judge. `claim_key <= now` is implied by `available_at <= now`
+    pool and runtime spec, unbound or bound to it; only its diagnostic jobs when it may not
+    judge. `claim_key <= now` is implied by `available_at <= now`
     (`judging.priority`); stated, it makes the index scan a range that stops at now."""
     at = connection.ops.adapt_datetimefield_value(now)
     where = "pool = %s AND state = %s AND claim_key <= %s AND available_at <= %s AND runtime_spec = %s"
@@ -40,8 +40,10 @@ def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
                   " AND (avoid_node_id IS NULL OR avoid_node_id <> %s OR available_at <= %s)")
         params += [node.pk, node.pk, connection.ops.adapt_datetimefield_value(now - claim_wait())]
     else:
-        where += " AND bound_node_id = %s"
-        params.append(node.pk)
+        # Only its diagnostic jobs: a hidden judge job bound to it (`nodes.canaries_hidden`)
+        # waits until it may judge again, as every other judge job does.
+        where += " AND bound_node_id = %s AND kind = %s"
+        params += [node.pk, JobKind.DIAGNOSTIC]
     return where, params
 
 

@@ -42,7 +42,7 @@ def record_settlement(job, *, node_id: int, lease_epoch: int, digest: str, statu
 
 
 def settlement_events(job, submission, *, now, suffix: str = "") -> list[SettlementEvent]:
-    if job.kind != JobKind.JUDGE or submission is None:
+    if job.kind != JobKind.JUDGE or submission is None or job.hidden:
         return []
     payload = {
         "userId": submission.user_id,

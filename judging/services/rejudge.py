@@ -10,6 +10,7 @@ from judging.models import SUBMISSION_MODELS, JobState, JudgeJob, PriorityClass
 from judging.services import outcomes
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
+from judging.system import system_user_id
 from kece.errors import NotFound
 from pools.registry import runtime_spec
 
@@ -60,6 +61,10 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now, priorit
     """
     with transaction.atomic(durable=True):
         submission = locked_live_submission(submission_type, submission_id)
+        if submission.user_id == system_user_id():
+            # A hidden canary or cross-check is judged once, for the server: a new
+            # generation would be ordinary, counted work of no one's.
+            raise NotFound()
         job = rejudge_locked(submission, now=now, priority_class=priority_class)
     logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
                                          "generation": job.generation, "class": job.priority_class})

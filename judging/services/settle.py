@@ -297,4 +297,7 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     submission.judged_at = now
     save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
                                    "judged_generation", "judged_at"])
+    if job.hidden:
+        return  # graded by the server (`nodes.canaries_hidden`, `nodes.cross_checks`), counted nowhere
     outcomes.write_events(job, submission, now=now)
+    hooks.call(hooks.JUDGED, job, now=now)

@@ -5,7 +5,7 @@ the impact of an action — computed from the same figures as the admin API
 from django.utils.translation import gettext as _, gettext_lazy, ngettext
 
 from nodes.models import self_check_passed_for_current_config
-from nodes.models import CheckStatus, DesiredState, ObservedState
+from nodes.models import CheckStatus, DesiredState, JudgeNode, ObservedState
 from pools.registry import POOLS
 
 # observed state → (words, icon): never colour alone.
@@ -147,3 +147,33 @@ def impact(action: str, *, node, figures: dict, counts_ready: bool) -> str:
         return _("A new base URL sends %(node)s back to verification: it takes no work until its checks pass "
                  "and it is enabled again.") % {"node": node.name}
     return ""
+
+
+def canary_lines(node, *, limit: int = 10) -> list[dict]:
+    """The node's latest hidden canaries, graded or not, in words and icons."""
+    from nodes.models import HiddenCanary
+
+    lines = []
+    for canary in HiddenCanary.objects.filter(node_id=node.pk).order_by("-planted_at", "-id")[:limit]:
+        if canary.graded_at is None:
+            words, icon = _("waiting for its verdict"), "queue"
+        elif canary.ok:
+            words, icon = _("right"), "ok"
+        elif canary.ok is False:
+            words, icon = _("wrong: the node was quarantined"), "down"
+        else:
+            words, icon = _("not judged (infrastructure error, or withdrawn)"), "unknown"
+        lines.append({"canary": canary, "at": canary.graded_at or canary.planted_at, "words": words, "icon": icon})
+    return lines
+
+
+def disagreement_lines(node, *, limit: int = 10) -> list[dict]:
+    """The node's latest cross-check disagreements with the names of both nodes."""
+    from nodes.cross_checks import recent_disagreements
+
+    records = recent_disagreements(node.pk, limit=limit)
+    names = dict(JudgeNode.objects.filter(
+        pk__in={r.original_node_id for r in records} | {r.check_node_id for r in records}).values_list("pk", "name"))
+    return [{"record": r, "original_node": names.get(r.original_node_id, "—"),
+             "check_node": names.get(r.check_node_id, "—"),
+             "blamed": names.get(r.blamed_node_id) if r.blamed_node_id else None} for r in records]

@@ -189,7 +189,8 @@ def _detail_context(node, *, now) -> dict:
     row = display.node_row(node, now=now, running_check=any(c.status == NodeCheck.Status.RUNNING for c in checks),
                            host_group_name=node.host_group.name)
     return {"row": row, "node": node, "checks": [_check_parts(c) for c in checks], "errors": errors,
-            "jobs": _held_jobs(node, now=now), "now": now,
+            "jobs": _held_jobs(node, now=now), "now": now, "canaries": display.canary_lines(node),
+            "disagreements": display.disagreement_lines(node),
             "timeline": _timeline(node, observed=row["observed"], checks=checks, errors=errors,
                                   audit=list(node_audit(node)))}
 
