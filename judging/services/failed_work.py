@@ -37,8 +37,10 @@ def _current(submission_type: str):
 
 
 def failed_jobs(found: FailedFilter):
-    """The FAILED judge jobs that are their submission's current result, newest first."""
-    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED)
+    """The FAILED judge jobs that are their submission's current result, newest first. Hidden
+    jobs (a node's canary, a cross-check: bound to one node) are the server's own checks, not
+    anyone's submission: the node's page shows them."""
+    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED, bound_node__isnull=True)
     if found.pool:
         jobs = jobs.filter(pool=found.pool)
     if found.node_id:

@@ -63,6 +63,13 @@ def test_it_lists_failed_jobs_with_why_and_filters_them(admin, problem, fleet):
     assert "0 failed judge jobs" in later.content.decode()
 
 
+def test_a_hidden_check_that_failed_is_not_failed_work(admin, problem, fleet):
+    (flaky, flaky_id), _ = fleet
+    _submission, job = _fail(flaky_id, problem)
+    JudgeJob.objects.filter(pk=job.pk).update(bound_node_id=flaky.pk)  # as a canary of the node is
+    assert "0 failed judge jobs" in admin.get(PAGE).content.decode()
+
+
 def test_a_failed_job_replaced_by_a_rejudge_is_no_longer_failed_work(admin, problem, fleet):
     (_flaky, flaky_id), _ = fleet
     submission, _job = _fail(flaky_id, problem)

@@ -77,6 +77,7 @@ def test_a_node_that_lies_outside_its_self_check_passes_it_and_is_quarantined_th
     assert tampered.claim(4) == []
 
 
+@pytest.mark.usefixtures("unlimited_submits")  # a thousand jobs from a few accounts, as fast as a loop
 def test_honest_nodes_are_never_quarantined_over_a_1000_job_soak(settings):
     settings.KECE_CANARY_RATE = 20
     settings.KECE_CANARY_MIN_INTERVAL_S = 0
