@@ -85,3 +85,34 @@ def verdict_class(status: str) -> str:
     if status == Verdict.AC:
         return "verdict-AC"
     return "verdict-bad" if status in FINAL_STATUSES and status != "CANCELLED" else ""
+
+
+# How one lease of a job ended, in words and an icon (`judging.selectors.submission_history`).
+ATTEMPT_WORDS = {
+    "SETTLED": (_("Judged: this is the result"), "ok"),
+    "RUNNING": (_("Being judged now"), "run"),
+    "REQUEUED": (_("Given back to the queue, judged again later"), "queue"),
+    "FAILED": (_("Failed: the last attempt allowed"), "down"),
+    "CANCELLED": (_("Stopped: replaced or deleted"), "unknown"),
+}
+# Why a lease ended, for the reasons a person can act on or should know.
+ATTEMPT_REASONS = {
+    "lease_expired": _("the judge stopped answering"),
+    "released": _("the judge gave it back (it was stopping)"),
+    "superseded": _("a rejudge replaced it"),
+    "deleted": _("the submission was deleted"),
+    "node_revoked": _("the judge was revoked"),
+}
+
+
+def history_rows(history: list[dict]) -> list[dict]:
+    """The history's leases as table rows: generation, attempt number, words, icon, reason."""
+    rows = []
+    for job in history:
+        for number, lease in enumerate(job["attempts"], start=1):
+            words, icon = ATTEMPT_WORDS[lease["outcome"]]
+            reason = lease["error"]
+            rows.append({**lease, "generation": job["generation"], "number": number, "words": words, "icon": icon,
+                         "reason": ATTEMPT_REASONS.get(reason, _("a fault on the judge (%(error)s)") % {"error": reason}
+                                                       if reason else "")})
+    return rows

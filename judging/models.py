@@ -297,6 +297,36 @@ class JudgeJob(models.Model):
         return self.kind == JobKind.JUDGE and self.bound_node_id is not None
 
 
+class AttemptOutcome(models.TextChoices):
+    REQUEUED = "REQUEUED"  # back to the queue: released, an infrastructure error, a lease lost
+    FAILED = "FAILED"  # the job's last allowed attempt: the submission shows SYSTEM_ERROR
+    CANCELLED = "CANCELLED"  # superseded by a rejudge, or deleted, while it ran
+
+
+class JobAttempt(models.Model):
+    """One lease of a job that ended without settling it, appended when it ends and never
+    changed: a reclaim after the lease ran out, a release, an infrastructure error, a session
+    or a revoke that took the lease, a cancellation. The lease that settles the job is on the
+    job row itself (`settled_*`, `started_at`, `finished_at`), so a job judged at the first try
+    costs no row here."""
+
+    job = models.ForeignKey(JudgeJob, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
+                            related_name="+")
+    lease_epoch = models.PositiveIntegerField()
+    node_id = models.BigIntegerField(null=True, blank=True)
+    session_epoch = models.PositiveIntegerField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    error = models.CharField(max_length=64, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "judge_job_attempt"
+        # A lease ends once: a second row for it would be a bug, refused by the database.
+        constraints = [models.UniqueConstraint(fields=["job", "lease_epoch"], name="uniq_job_attempt")]
+
+
 class EventState(models.TextChoices):
     PENDING = "PENDING"
     DONE = "DONE"

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from judging import artifacts, display, visibility
 from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
-from judging.selectors import shown_states, submission_keys, submission_state, submissions_of
+from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
 from judging.services.exams import hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
@@ -171,7 +171,9 @@ def submission_detail(request, submission_type: str, submission_id: int):
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)
-    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user)}
+    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
+               "history": display.history_rows(submission_history(submission)),
+               "show_nodes": can_manage_judgers(request.user)}
     return render(request, "judging/submission_detail.html", context)
 
 

@@ -227,3 +227,34 @@ def exam_standings(exam, participants, *, now) -> list[dict]:
             if known else None,
         })
     return rows
+
+
+SETTLED, RUNNING_NOW = "SETTLED", "RUNNING"
+
+
+def submission_history(submission) -> list[dict]:
+    """Every generation of a submission with every lease it had, oldest first (two reads):
+    the leases that ended without settling the job (`JobAttempt`), then the one that holds it
+    now (RUNNING) or settled it (SETTLED), from the job row. Hidden checks are not its
+    history: they belong to the system account's own rows."""
+    from judging.models import JobAttempt, JobKind, JudgeJob
+
+    jobs = list(JudgeJob.objects.filter(submission_type=submission.TYPE, submission_id=submission.pk,
+                                        kind=JobKind.JUDGE).order_by("generation"))
+    ended = {}
+    for attempt in JobAttempt.objects.filter(job_id__in=[job.pk for job in jobs]).order_by("lease_epoch"):
+        ended.setdefault(attempt.job_id, []).append({
+            "leaseEpoch": attempt.lease_epoch, "nodeId": attempt.node_id, "claimedAt": attempt.claimed_at,
+            "endedAt": attempt.ended_at, "outcome": attempt.outcome, "error": attempt.error})
+    history = []
+    for job in jobs:
+        leases = list(ended.get(job.pk, []))
+        if job.state == JobState.RUNNING:
+            leases.append({"leaseEpoch": job.lease_epoch, "nodeId": job.node_id, "claimedAt": job.started_at,
+                           "endedAt": None, "outcome": RUNNING_NOW, "error": ""})
+        elif job.state == JobState.COMPLETED:
+            leases.append({"leaseEpoch": job.settled_lease_epoch, "nodeId": job.settled_node_id,
+                           "claimedAt": job.started_at, "endedAt": job.finished_at, "outcome": SETTLED, "error": ""})
+        history.append({"jobId": job.pk, "generation": job.generation, "state": job.state,
+                        "createdAt": job.created_at, "attempts": leases})
+    return history

@@ -7,10 +7,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, ProblemVisibility, RejudgeOperation
+from judging.selectors import submission_history
 from judging.services.bulk_rejudge import rejudge_cancel, rejudge_progress, rejudge_request
 from judging.services.problems import problem_visibility_set
 from judging.services.rejudge import submission_delete, submission_rejudge
-from kece.api import AdminView, validated
+from kece.api import AdminView, iso, validated
 from kece.errors import NotFound
 from kece.permissions import ManagesExams
 
@@ -36,7 +37,48 @@ class RejudgeView(AdminView):
         return Response({"generation": job.generation}, status=202)
 
 
+class AttemptOut(serializers.Serializer):
+    leaseEpoch = serializers.IntegerField()
+    nodeId = serializers.IntegerField(allow_null=True)
+    claimedAt = serializers.DateTimeField(allow_null=True)
+    endedAt = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.ChoiceField(choices=["SETTLED", "RUNNING", "REQUEUED", "FAILED", "CANCELLED"])
+    error = serializers.CharField()
+
+
+class GenerationOut(serializers.Serializer):
+    jobId = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    state = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    attempts = AttemptOut(many=True)
+
+
+class SubmissionHistoryOut(serializers.Serializer):
+    submissionType = serializers.CharField()
+    submissionId = serializers.IntegerField()
+    userId = serializers.IntegerField()
+    jobs = GenerationOut(many=True)
+
+
+def _history_json(history: list[dict]) -> list[dict]:
+    stamps = ("claimedAt", "endedAt")
+    return [{**job, "createdAt": iso(job["createdAt"]),
+             "attempts": [{**lease, **{k: iso(lease[k]) for k in stamps}} for lease in job["attempts"]]}
+            for job in history]
+
+
 class SubmissionAdminView(AdminView):
+    @extend_schema(tags=TAGS, responses={200: SubmissionHistoryOut},
+                   summary="A submission's judging history: every generation and every lease it had")
+    def get(self, request, submission_type: str, submission_id: int):
+        model = SUBMISSION_MODELS[_checked_type(submission_type)]
+        submission = model.objects.filter(pk=submission_id).first()
+        if submission is None:
+            raise NotFound()
+        return Response({"submissionType": submission.TYPE, "submissionId": submission.pk,
+                         "userId": submission.user_id, "jobs": _history_json(submission_history(submission))})
+
     @extend_schema(tags=TAGS, request=None, responses={204: OpenApiResponse(description="Deleted.")},
                    summary="Delete a submission: its job is cancelled and late results refused")
     def delete(self, request, submission_type: str, submission_id: int):

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from judging import hooks
 from judging.locking import save_locked
-from judging.models import JobKind, JobState, SettlementEvent
+from judging.models import AttemptOutcome, JobAttempt, JobKind, JobState, SettlementEvent
 from judging.priority import claim_key
 from judging.timing import retry_backoff
 from kece.rows import insert_many
@@ -64,8 +64,20 @@ def write_events(job, submission, *, now, suffix: str = "") -> None:
     insert_many(settlement_events(job, submission, now=now, suffix=suffix))
 
 
+def _attempt_ended(job, *, now, outcome: str, error: str, message: str = "") -> None:
+    """Put on record the lease that is ending without settling the job, before the job row's
+    lease fields are cleared or moved on: its only record afterwards. Nothing for a job that
+    holds no lease (a queued job cancelled)."""
+    if job.state != JobState.RUNNING or not job.lease_epoch:
+        return
+    insert_many([JobAttempt(job_id=job.pk, lease_epoch=job.lease_epoch, node_id=job.node_id,
+                            session_epoch=job.session_epoch, claimed_at=job.started_at, ended_at=now,
+                            outcome=outcome, error=error[:64], message=message[:2000])])
+
+
 def requeue(job, *, now, error: str, message: str = "", refund: bool = False, delay=None) -> None:
     """Back to QUEUED, keeping the job id; the next claim raises the lease epoch."""
+    _attempt_ended(job, now=now, outcome=AttemptOutcome.REQUEUED, error=error, message=message)
     job.state = JobState.QUEUED
     job.available_at = now + (delay if delay is not None else retry_backoff(job.attempts))
     job.claim_key = claim_key(job.priority_class, job.available_at)
@@ -94,6 +106,7 @@ def attempts_exhausted(job) -> bool:
 def fail(job, submission, *, now, error: str, message: str = "") -> None:
     """Terminal FAILED: the user sees SYSTEM_ERROR. `submission` must be locked (or None
     for a diagnostic job)."""
+    _attempt_ended(job, now=now, outcome=AttemptOutcome.FAILED, error=error, message=message)
     job.state = JobState.FAILED
     job.finished_at = now
     job.error = error
@@ -139,6 +152,7 @@ def infra_failure(job, submission, *, now, error: str, message: str = "") -> str
 
 def cancel(job, *, now, reason: str) -> None:
     """Superseded by a rejudge or deleted: its lease is dead, late results are refused."""
+    _attempt_ended(job, now=now, outcome=AttemptOutcome.CANCELLED, error=reason)
     job.state = JobState.CANCELLED
     job.finished_at = now
     job.error = reason

@@ -55,6 +55,7 @@ CONTRACT = {
     ("GET", "/api/v1/lessons/practices/{}"): (200, USER_ERRORS | {400, 404}),
     ("DELETE", ADMIN + "problems/{}"): (204, ADMIN_ERRORS | {404}),
     ("PATCH", ADMIN + "problems/{}"): (200, ADMIN_ERRORS | {400, 404}),
+    ("GET", ADMIN + "submissions/{}/{}"): (200, ADMIN_ERRORS | {404}),
     ("POST", ADMIN + "exams"): (201, ADMIN_ERRORS | {400}),
     ("PATCH", ADMIN + "exams/{}"): (200, ADMIN_ERRORS | {400, 404, 409}),
     ("DELETE", ADMIN + "exams/{}"): (204, ADMIN_ERRORS | {404}),

@@ -200,8 +200,9 @@ def test_the_reaper_requeues_below_the_attempt_limit_and_fails_at_it(running, se
     _, _, submission, job, _ = running
     settings.KECE_MAX_ATTEMPTS = 2
     assert jobs_reap_expired(now=job.lease_until).requeued == [job.pk]
+    # As if claimed again (the next lease) and gone silent again.
     JudgeJob.objects.filter(pk=job.pk).update(state=JobState.RUNNING, attempts=2, lease_until=job.lease_until,
-                                              node_id=job.node_id)
+                                              node_id=job.node_id, lease_epoch=job.lease_epoch + 1)
     report = jobs_reap_expired(now=job.lease_until)
     assert (report.requeued, report.failed) == ([], [job.pk])
     row = JudgeJob.objects.get(pk=job.pk)
