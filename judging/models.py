@@ -327,6 +327,23 @@ class JobAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["job", "lease_epoch"], name="uniq_job_attempt")]
 
 
+class ReconcileReport(models.Model):
+    """What a reconciliation found and repaired (`judging.services.reconcile`): per check its
+    count and a sample of ids; the console shows the last one."""
+
+    created_at = models.DateTimeField(db_index=True)
+    repair = models.BooleanField(default=False)
+    findings = models.JSONField(default=dict)
+    repaired = models.JSONField(default=dict)
+
+    class Meta:
+        db_table = "judge_reconcile_report"
+
+    @property
+    def total(self) -> int:
+        return sum(found.get("count", 0) for found in self.findings.values())
+
+
 class EventState(models.TextChoices):
     PENDING = "PENDING"
     DONE = "DONE"

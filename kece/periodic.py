@@ -135,3 +135,10 @@ def run_guarded(step):
         return None
     finally:
         close_old_connections()
+
+
+def reconcile_step(now=None):
+    """The daily reconciliation: check the gates and repair what is safe (`judging.services.reconcile`)."""
+    from judging.services.reconcile import reconcile_run
+
+    return reconcile_run(now=now or timezone.now(), repair=True)

@@ -24,6 +24,7 @@ def PERIODIC_TASKS():
         ("nodes.check_integrity", settings.KECE_REAP_INTERVAL_MS / 1000),
         ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         ("judging.advance_rejudges", settings.KECE_REJUDGE_INTERVAL_MS / 1000),
+        ("judging.reconcile", settings.KECE_RECONCILE_INTERVAL_MS / 1000),
     ]
 
 
@@ -42,6 +43,7 @@ def _steps():
         (periodic.integrity_step, settings.KECE_REAP_INTERVAL_MS / 1000),
         (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         (periodic.rejudges_step, settings.KECE_REJUDGE_INTERVAL_MS / 1000),
+        (periodic.reconcile_step, settings.KECE_RECONCILE_INTERVAL_MS / 1000),
     ]
 
 

@@ -303,6 +303,9 @@ KECE_EXAM_SUBMIT_RATE = _rate("KECE_EXAM_SUBMIT_RATE", "20/min")
 # Bulk rejudges (`judging.services.bulk_rejudge`): how often the step runs, and how many of
 # one operation's jobs it keeps queued at a time.
 KECE_REJUDGE_INTERVAL_MS = _positive_ms("KECE_REJUDGE_INTERVAL_MS", 2000)
+# Reconciliation (`judging.services.reconcile`): how often the periodic work checks the
+# design's gates and repairs what is safe (a day; the console shows the last report).
+KECE_RECONCILE_INTERVAL_MS = _positive_ms("KECE_RECONCILE_INTERVAL_MS", 86_400_000)
 KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
 if KECE_REJUDGE_BATCH < 1:
     raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")

@@ -58,3 +58,8 @@ def publish_console():
     from nodes.console.live import publish_step
 
     periodic.run_guarded(publish_step)
+
+
+@shared_task(name="judging.reconcile", ignore_result=True)
+def reconcile():
+    periodic.run_guarded(periodic.reconcile_step)

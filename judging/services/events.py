@@ -186,3 +186,14 @@ def _record_failure(event_id: int, exc: Exception, *, now, report: DispatchRepor
     log = logger.error if dead else logger.warning
     log("settlement event failed", extra={"event": event_id, "job": event.job_id, "type": event.event_type,
                                           "attempt": event.attempts, "dead": dead, "error": str(exc)})
+
+
+def events_retry(*, event_ids: list, now, states=(EventState.DEAD,)) -> int:
+    """Make events due again with their attempts reset: dead ones an admin sends round again
+    (`judging.services.failed_work`), or delivered ones whose derived rows are missing
+    (`judging.services.reconcile`). One guarded UPDATE: an event no longer in `states` is
+    left as it is. Handlers recompute from committed truth, so applying one again is safe."""
+    retried = SettlementEvent.objects.filter(pk__in=event_ids, state__in=states).update(
+        state=EventState.PENDING, attempts=0, next_attempt_at=now)
+    logger.info("events made due again", extra={"events": retried})
+    return retried

@@ -80,12 +80,3 @@ def dead_events(found: FailedFilter):
 def requeue_selector(jobs) -> dict:
     """The bulk rejudge's selector for these failed jobs' submissions (the admin API's body)."""
     return {"submissions": [{"type": job.submission_type, "id": job.submission_id} for job in jobs]}
-
-
-def events_retry(*, event_ids: list, now) -> int:
-    """Make dead events due again with their attempts reset; one guarded UPDATE, so an event
-    that is not dead any more (retried meanwhile) is left as it is. Returns how many."""
-    retried = SettlementEvent.objects.filter(pk__in=event_ids, state=EventState.DEAD).update(
-        state=EventState.PENDING, attempts=0, next_attempt_at=now)
-    logger.info("dead events retried", extra={"events": retried})
-    return retried

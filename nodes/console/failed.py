@@ -12,10 +12,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _, gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods
 
+from judging.models import ReconcileReport
 from judging.services.bulk_rejudge import rejudge_request
-from judging.services.failed_work import (
-    FailedFilter, dead_events, events_retry, failed_jobs, requeue_selector,
-)
+from judging.services.events import events_retry
+from judging.services.failed_work import FailedFilter, dead_events, failed_jobs, requeue_selector
 from kece.converters import whole_number
 from kece.permissions import can_manage_judgers, pages_for
 from nodes.models import JudgeNode
@@ -106,7 +106,8 @@ def failed_work(request):
             "form": form, "query": _query_of(form),
             "jobs": Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page")),
             "events": Paginator(events, PAGE_SIZE).get_page(request.GET.get("page")),
-            "job_count": jobs.count(), "event_count": events.count()})
+            "job_count": jobs.count(), "event_count": events.count(),
+            "reconciled": ReconcileReport.objects.order_by("-id").first()})
     action = data.get("action")
     if action not in ("requeue", "retry"):
         return redirect("console-failed")
