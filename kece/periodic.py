@@ -15,9 +15,14 @@ def reap_step(now=None, *, batch: int = 100):
     lost, a partition) one batch per tick would keep the tail waiting tick after tick. Each
     batch reads the clock again, so a lease that runs out meanwhile is taken too; the loop
     ends with the first batch that is not full."""
+    from judging.clock import clock_status
     from judging.services.leases import ReapReport, jobs_reap_expired, next_lease_deadline
 
     total = ReapReport()
+    if not clock_status().ok:
+        # A host whose clock runs ahead would reap live leases: it reaps nothing (`judging.clock`).
+        logger.error("reaper paused: this host's clock disagrees with the database's")
+        return total
     while True:
         report = jobs_reap_expired(now=now or timezone.now(), batch=batch)
         total.requeued.extend(report.requeued)
@@ -72,6 +77,11 @@ def exams_step(now=None):
     from judging.services.exams import exams_hand_in_overdue
     from judging.services.idempotency import keys_purge
 
+    from judging.clock import clock_status
+
+    if not clock_status().ok:
+        logger.error("exam hand-in paused: this host's clock disagrees with the database's")
+        return 0
     now = now or timezone.now()
     handed = exams_hand_in_overdue(now=now)
     purged = keys_purge(now=now)

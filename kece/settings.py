@@ -306,6 +306,11 @@ KECE_REJUDGE_INTERVAL_MS = _positive_ms("KECE_REJUDGE_INTERVAL_MS", 2000)
 # Reconciliation (`judging.services.reconcile`): how often the periodic work checks the
 # design's gates and repairs what is safe (a day; the console shows the last report).
 KECE_RECONCILE_INTERVAL_MS = _positive_ms("KECE_RECONCILE_INTERVAL_MS", 86_400_000)
+# One clock (`judging.clock`): how often a process compares its clock with the database's, and
+# how far apart they may be before it refuses the node calls that set or check a deadline and
+# its reaper stops (a few seconds: NTP keeps hosts within milliseconds, and a lease is 60 s).
+KECE_CLOCK_CHECK_MS = _positive_ms("KECE_CLOCK_CHECK_MS", 10_000)
+KECE_CLOCK_SKEW_MAX_MS = _positive_ms("KECE_CLOCK_SKEW_MAX_MS", 5_000)
 KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
 if KECE_REJUDGE_BATCH < 1:
     raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")

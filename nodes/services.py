@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity, credential_digest
 from judging.locking import lock_host_group, lock_node
 from judging.services.leases import release_node_leases
@@ -170,6 +171,7 @@ class HeartbeatReport:
 def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch: int, beat: HeartbeatReport,
                    now) -> JudgeNode:
     """Record a heartbeat at the server's receive time, under the node lock."""
+    require_agreeing_clock()  # its time is what claims judge freshness by
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
         check_node_identity(node, NodeIdentity(node_id, credential_digest_value, session_epoch))

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
+from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
 from judging.models import JobKind, JobState, JudgeJob
@@ -85,6 +86,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
     get only the diagnostic jobs bound to them.
     """
+    require_agreeing_clock()
     group_id = identity.host_group_id
     for _ in range(3):
         if group_id is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import F
 
+from judging.clock import require_agreeing_clock
 from judging.locking import lock_exam_participant, lock_exam_participants, lock_submission, save_locked
 from judging.models import (
     SUBMISSION_MODELS, Exam, ExamAnswer, ExamParticipant, ExamProblem, ExamQuestion, PriorityClass, ProblemKind,
@@ -70,6 +71,7 @@ _REFUSALS = {
 
 
 def _require_open(exam, participant, *, now) -> None:
+    require_agreeing_clock()  # an exam's window is a deadline too
     state = participant_state(exam, participant, now=now)
     if state != OPEN:
         raise ExamClosed(_REFUSALS[state])
@@ -165,6 +167,7 @@ def _hand_in_locked(exam, participant, *, now) -> HandIn:
 
 def exam_hand_in(*, exam_id: int, user, now) -> HandIn:
     """Hand in the user's exam; a repeat (or a concurrent twin) gets the same confirmation."""
+    require_agreeing_clock()
     with transaction.atomic(durable=True):
         exam, participant = _locked_participant(exam_id, user)
         return _hand_in_locked(exam, participant, now=now)

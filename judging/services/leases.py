@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
+from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, update_locked_jobs
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
@@ -40,6 +41,7 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     session's and this epoch's RUNNING job with an unexpired lease; a stale epoch renews
     nothing, so its progress is refused with it.
     """
+    require_agreeing_clock()
     answers = []
     # The answers that say something of the node's conduct: a lease its own result settled
     # while this renew was on its way says nothing (the agent renews a job until its result

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.db import transaction
 
 from judging import hooks
+from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked
 from judging.models import JobKind, JobState, Verdict
@@ -99,6 +100,7 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     5. Write the outcome; a terminal one writes the submission's result and the outbox
        events in this same transaction.
     """
+    require_agreeing_clock()
     status, _ = _settle(identity, request, now=now, claim_slots=None)
     return status
 
@@ -118,6 +120,7 @@ def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
     (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None
     (not attempted) only if the node's host group is not the one it authenticated with:
     the caller claims on its own then."""
+    require_agreeing_clock()
     return _settle(identity, request, now=now, claim_slots=free_slots)
 
 

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.exceptions import ValidationError
 
+from judging.clock import clock_status
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 from judging.timing import offline_after
@@ -137,7 +138,7 @@ def fleet(request):
         "pools": [(name, pool.label) for name, pool in POOLS.items()],
         "states": list(display.CONFIG_WORDS.items()), "observed_states": [
             (state, words) for state, (words, _icon) in display.OBSERVED_WORDS.items()],
-        "groups": JudgeHostGroup.objects.order_by("name", "id"), "now": now,
+        "groups": JudgeHostGroup.objects.order_by("name", "id"), "now": now, "clock": clock_status(),
     }
     return render(request, "nodes/console/_fleet.html" if _fragment(request) else "nodes/console/fleet.html",
                   context)
