@@ -48,6 +48,17 @@ def _schema_text(manifest) -> str:
         return ""
 
 
+def _practice(request):
+    """The lesson practice a problem page submits into (`?practice=` on the link from the
+    practice's page), if it holds the problem; else None (free practice)."""
+    from judging.models import LessonPractice
+
+    practice_id = whole_number(request.POST.get("practice") or request.GET.get("practice"))
+    if not practice_id:
+        return None
+    return LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True).first()
+
+
 def _exam_id(request) -> int | None:
     """The exam a problem page submits into (`?exam=` on the link from the exam's page)."""
     return whole_number(request.POST.get("exam") or request.GET.get("exam")) or None
@@ -68,6 +79,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
         "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
+        "practice": None if _exam_id(request) else _practice(request),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
@@ -93,10 +105,14 @@ def _submit_form_once(request, problem, *, language: str, code: str):
     """Submit under the form's key, as the API does under `Idempotency-Key`: the same form
     posted again gets the first post's submission."""
     exam_id = _exam_id(request)
-    body = {"problemId": problem.pk, "language": language, "code": code, "examId": exam_id}
+    practice = None if exam_id else _practice(request)
+    practice_id = practice.pk if practice else None
+    body = {"problemId": problem.pk, "language": language, "code": code, "examId": exam_id,
+            "lessonPracticeId": practice_id}
     submission, _created = submit_once(
         lambda after_insert: submission_submit(user=request.user, problem_id=problem.pk, language=language, code=code,
-                                               exam_id=exam_id, after_insert=after_insert),
+                                               exam_id=exam_id, lesson_practice_id=practice_id,
+                                               after_insert=after_insert),
         user=request.user, key=checked_key(request.POST.get("idempotency_key") or None), data=body,
         now=timezone.now())
     return submission

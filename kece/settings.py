@@ -310,6 +310,11 @@ KECE_RECONCILE_INTERVAL_MS = _positive_ms("KECE_RECONCILE_INTERVAL_MS", 86_400_0
 # how far apart they may be before it refuses the node calls that set or check a deadline and
 # its reaper stops (a few seconds: NTP keeps hosts within milliseconds, and a lease is 60 s).
 KECE_CLOCK_CHECK_MS = _positive_ms("KECE_CLOCK_CHECK_MS", 10_000)
+# Lesson statistics (`judging.statistics`): how long a lesson's leaderboard, daily counts and
+# progress are served from the cache before they are computed again.
+KECE_STATS_CACHE_S = env.int("KECE_STATS_CACHE_S", default=60)
+if KECE_STATS_CACHE_S < 1:
+    raise ImproperlyConfigured("KECE_STATS_CACHE_S must be at least 1")
 KECE_CLOCK_SKEW_MAX_MS = _positive_ms("KECE_CLOCK_SKEW_MAX_MS", 5_000)
 KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
 if KECE_REJUDGE_BATCH < 1:

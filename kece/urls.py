@@ -4,7 +4,7 @@ from django.urls import include, path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 from django.views.i18n import set_language
 
-from judging import exam_pages
+from judging import exam_pages, lesson_pages
 from judging import pages as judging_pages
 from judging.api import admin as submission_admin
 from judging.api import node as node_jobs
@@ -84,6 +84,9 @@ urlpatterns = [
     path("", include("judging.console.urls")),
     path("problems", judging_pages.problem_list, name="problems"),
     path("exams", exam_pages.exam_list, name="exams"),
+    path("lessons", lesson_pages.lesson_list, name="lessons"),
+    path("lessons/<id:lesson_id>", lesson_pages.lesson_detail, name="lesson"),
+    path("lessons/practices/<id:practice_id>", lesson_pages.practice_detail, name="practice"),
     path("exams/<id:exam_id>", exam_pages.exam_detail, name="exam"),
     path("problems/<id:problem_id>", judging_pages.problem_detail, name="problem"),
     path("submissions", judging_pages.my_submissions, name="my-submissions"),

@@ -16,6 +16,7 @@ from judging.console.views import (
 )
 from judging.models import Lesson, LessonPractice
 from judging.selectors import deletion_impact
+from judging.statistics import lesson_statistics
 from judging.services import lessons
 from kece.errors import Invalid, NotFound, RevisionConflict
 
@@ -65,6 +66,7 @@ def lesson_detail(request, lesson_id: int):
     practices = LessonPractice.objects.filter(lesson=lesson, deleted_at__isnull=True).annotate(
         problem_count=Count("problems")).order_by("id")
     context.update(form=form, practices=practices)
+    context["stats"] = lesson_statistics(lesson)
     return render(request, "judging/console/lesson_detail.html", context, status=status)
 
 

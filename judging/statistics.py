@@ -1,0 +1,74 @@
+"""Lesson statistics: a leaderboard, daily accepted counts and each practice's progress.
+
+Read from the rows the outbox derives (`PracticeBest`, `FirstAccepted`), never from the job or
+submission tables the judging path writes, and cached for `KECE_STATS_CACHE_S`: a class
+opening its lesson page at once costs the database one computation, and nothing of it stands
+in the way of a submit, a claim or a result. A student's own figures are one small read of
+their own rows beside it.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from judging.models import FirstAccepted, LessonPractice, PracticeBest
+from judging.system import system_user_id
+
+BOARD_SIZE = 10
+DAYS = 14
+SOLVED = 100  # a practice problem counts as solved at full marks
+
+
+def _practices(lesson_id: int) -> list[LessonPractice]:
+    return list(LessonPractice.objects.filter(lesson_id=lesson_id, deleted_at__isnull=True).order_by("id")
+                .prefetch_related("problems"))
+
+
+def _compute(lesson_id: int, *, now) -> dict:
+    practices = _practices(lesson_id)
+    practice_ids = [p.pk for p in practices]
+    bests = PracticeBest.objects.filter(practice_id__in=practice_ids).exclude(user_id=system_user_id())
+    board = list(bests.values("user_id").annotate(total=Sum("best_score"),
+                                                  solved=Count("id", filter=Q(best_score__gte=SOLVED)))
+                 .order_by("-total", "-solved", "user_id")[:BOARD_SIZE])
+    names = dict(get_user_model().objects.filter(pk__in=[row["user_id"] for row in board])
+                 .values_list("pk", "username"))
+    solvers = {(row["practice_id"], row["problem_id"]): row["n"] for row in bests.filter(best_score__gte=SOLVED)
+               .values("practice_id", "problem_id").annotate(n=Count("id"))}
+    problem_ids = {problem.pk for practice in practices for problem in practice.problems.all()}
+    since = (now - timedelta(days=DAYS - 1)).date()
+    daily = dict(FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__date__gte=since)
+                 .exclude(user_id=system_user_id()).annotate(day=TruncDate("accepted_at")).values("day")
+                 .annotate(n=Count("id")).values_list("day", "n"))
+    return {
+        "asOf": now.strftime("%Y-%m-%d %H:%M"),
+        "leaderboard": [{"rank": i, "username": names.get(row["user_id"], "?"), "total": row["total"],
+                         "solved": row["solved"]} for i, row in enumerate(board, start=1)],
+        "daily": [{"day": (since + timedelta(days=i)).isoformat(), "accepted": daily.get(since + timedelta(days=i), 0)}
+                  for i in range(DAYS)],
+        "practices": [{"id": practice.pk, "title": practice.title, "problems": [
+            {"id": problem.pk, "title": problem.title, "solvers": solvers.get((practice.pk, problem.pk), 0)}
+            for problem in sorted(practice.problems.all(), key=lambda p: p.pk)]} for practice in practices],
+    }
+
+
+def lesson_statistics(lesson, *, now=None) -> dict:
+    """The lesson's shared figures, from the cache when fresh. The key carries the lesson's
+    creation time too: a database recreated with the same ids must not read another's."""
+    key = f"kece:lesson-stats:{lesson.pk}:{lesson.created_at.timestamp()}"
+    found = cache.get(key)
+    if found is None:
+        found = _compute(lesson.pk, now=now or timezone.now())
+        cache.set(key, found, timeout=settings.KECE_STATS_CACHE_S)
+    return found
+
+
+def my_bests(user, practice_ids: list) -> dict:
+    """(practice id, problem id) → the user's best score: one read of their own rows."""
+    return {(row.practice_id, row.problem_id): row.best_score
+            for row in PracticeBest.objects.filter(user=user, practice_id__in=practice_ids)}

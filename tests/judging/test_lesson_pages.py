@@ -1,0 +1,104 @@
+"""The students' lesson pages and the lesson statistics: a student finds a lesson's practices,
+submits from a practice with its context, sees their best scores and progress; the
+leaderboard, daily accepted counts and progress come from the derived rows, cached."""
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+
+from judging.models import Lesson, PracticeBest, Submission
+from judging.services.events import events_dispatch
+from judging.statistics import lesson_statistics
+from tests.api.helpers import make_admin, person, session_client
+from tests.factories import make_practice, make_problem
+from tests.judging.helpers import claim, judged, settle, submit
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
+
+
+@pytest.fixture
+def lesson(db):
+    lesson = Lesson.objects.create(title="Loops")
+    first, second = make_problem(languages=("python",)), make_problem(languages=("python",))
+    for index, problem in enumerate((first, second)):
+        problem.title = f"Loop problem {index + 1}"
+        problem.save(update_fields=["title"])
+    practice = make_practice(first, second)
+    practice.lesson, practice.title = lesson, "Week 1"
+    practice.save(update_fields=["lesson", "title"])
+    return lesson, practice, first, second
+
+
+def _judge_everything(identity, verdict_of):
+    while jobs := claim(identity, free_slots=8):
+        for job in jobs:
+            settle(identity, judged(job, verdict=verdict_of(job)))
+    while events_dispatch(now=timezone.now()).applied:
+        pass
+
+
+def test_a_student_submits_from_a_practice_and_sees_best_scores_and_progress(lesson, node_a):
+    lesson, practice, first, second = lesson
+    _, identity = node_a
+    ann = person("ann")
+    browser = session_client(ann)
+    assert f"/lessons/{lesson.pk}" in browser.get("/lessons").content.decode()
+    page = browser.get(f"/lessons/practices/{practice.pk}").content.decode()
+    assert f"/problems/{first.pk}?practice={practice.pk}" in page and "not tried yet" in page
+
+    form = browser.get(f"/problems/{first.pk}?practice={practice.pk}").content.decode()
+    assert "This submission counts for the practice." in form
+    key = form.split('name="idempotency_key" value="', 1)[1].split('"', 1)[0]
+    sent = browser.post(f"/problems/{first.pk}", {"language": "python", "code": "print(1)", "practice": practice.pk,
+                                                  "idempotency_key": key})
+    assert sent.status_code == 302
+    assert Submission.objects.get().lesson_practice_id == practice.pk, "submitted with the lesson's context"
+    _judge_everything(identity, lambda job: "AC")
+    assert PracticeBest.objects.get(user=ann).best_score == 100
+
+    page = browser.get(f"/lessons/practices/{practice.pk}").content.decode()
+    assert "100 — solved" in page and "1 of 2 problems solved" in page
+    cache.clear()
+    lesson_page = browser.get(f"/lessons/{lesson.pk}").content.decode()
+    assert "1 of 2 solved" in lesson_page and "ann (you)" in lesson_page
+
+
+def test_the_statistics_rank_students_count_days_and_solvers_and_are_cached(lesson, node_a):
+    lesson, practice, first, second = lesson
+    _, identity = node_a
+    bob, cat = person("bob"), person("cat")
+    for student, problem in ((bob, first), (bob, second), (cat, first)):
+        submit(student, problem, lesson_practice_id=practice.pk)
+    _judge_everything(identity, lambda job: "AC")
+    cache.clear()
+    stats = lesson_statistics(lesson)
+    assert [(row["username"], row["total"], row["solved"]) for row in stats["leaderboard"]] == [
+        ("bob", 200, 2), ("cat", 100, 1)]
+    assert stats["daily"][-1] == {"day": timezone.now().date().isoformat(), "accepted": 3}
+    assert [(p["title"], p["solvers"]) for p in stats["practices"][0]["problems"]] == [
+        ("Loop problem 1", 2), ("Loop problem 2", 1)]
+
+    submit(cat, second, lesson_practice_id=practice.pk)
+    _judge_everything(identity, lambda job: "AC")
+    assert lesson_statistics(lesson) == stats, "served from the cache until it is stale"
+    cache.clear()
+    assert lesson_statistics(lesson)["leaderboard"][1]["total"] == 200
+
+
+def test_the_console_shows_the_leaderboard_and_who_solved_what(lesson, node_a):
+    lesson, practice, first, _second = lesson
+    _, identity = node_a
+    submit(person("dan"), first, lesson_practice_id=practice.pk)
+    _judge_everything(identity, lambda job: "AC")
+    cache.clear()
+    page = session_client(make_admin()).get(f"/admin/lessons/{lesson.pk}").content.decode()
+    assert "Leaderboard" in page and "dan" in page and "Loop problem 1: 1 student solved it" in page
+
+
+def test_a_deleted_lesson_or_practice_is_not_found_and_anonymous_visitors_sign_in(client, lesson):
+    lesson, practice, _first, _second = lesson
+    assert client.get(f"/lessons/{lesson.pk}").status_code == 302
+    browser = session_client(person("eve"))
+    Lesson.objects.filter(pk=lesson.pk).update(deleted_at=timezone.now())
+    assert browser.get(f"/lessons/{lesson.pk}").status_code == 404
+    assert browser.get(f"/lessons/practices/{practice.pk}").status_code == 404
