@@ -36,21 +36,20 @@ def _current(submission_type: str):
                                        deleted_at__isnull=True))
 
 
+def _matching(rows, found: FailedFilter, *, at: str, error_lookup: str, job: str = ""):
+    """`rows` narrowed by the filter: pool and node on the job (`job` is the path to it),
+    the time range on `at`, the error with `error_lookup`."""
+    conditions = {f"{job}pool": found.pool, f"{job}last_node_id": found.node_id, f"{at}__gte": found.since,
+                  f"{at}__lt": found.until, error_lookup: found.error}
+    return rows.filter(**{lookup: value for lookup, value in conditions.items() if value})
+
+
 def failed_jobs(found: FailedFilter):
     """The FAILED judge jobs that are their submission's current result, newest first. Hidden
     jobs (a node's canary, a cross-check: bound to one node) are the server's own checks, not
     anyone's submission: the node's page shows them."""
-    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED, bound_node__isnull=True)
-    if found.pool:
-        jobs = jobs.filter(pool=found.pool)
-    if found.node_id:
-        jobs = jobs.filter(last_node_id=found.node_id)
-    if found.since:
-        jobs = jobs.filter(finished_at__gte=found.since)
-    if found.until:
-        jobs = jobs.filter(finished_at__lt=found.until)
-    if found.error:
-        jobs = jobs.filter(error=found.error)
+    jobs = _matching(JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED, bound_node__isnull=True),
+                     found, at="finished_at", error_lookup="error")
     by_type = None
     for submission_type in SUBMISSION_MODELS:
         part = jobs.filter(_current(submission_type), submission_type=submission_type)
@@ -60,20 +59,8 @@ def failed_jobs(found: FailedFilter):
 
 def dead_events(found: FailedFilter):
     """The outbox events that gave up, newest first, with the job they came from."""
-    events = SettlementEvent.objects.filter(state=EventState.DEAD)
-    jobs = JudgeJob.objects.all()
-    if found.pool:
-        jobs = jobs.filter(pool=found.pool)
-    if found.node_id:
-        jobs = jobs.filter(last_node_id=found.node_id)
-    if found.pool or found.node_id:
-        events = events.filter(job_id__in=jobs.values("id"))
-    if found.since:
-        events = events.filter(created_at__gte=found.since)
-    if found.until:
-        events = events.filter(created_at__lt=found.until)
-    if found.error:
-        events = events.filter(last_error__contains=found.error)
+    events = _matching(SettlementEvent.objects.filter(state=EventState.DEAD), found, at="created_at",
+                       error_lookup="last_error__contains", job="job__")
     return events.select_related("job").order_by("-id")
 
 
