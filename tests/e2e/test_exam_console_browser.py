@@ -125,7 +125,8 @@ def test_an_exam_manager_creates_an_exam_adds_a_participant_and_publishes(quiet_
     page.set_viewport_size({"width": 1280, "height": 900})
 
     # A lesson with a practice of both problems.
-    page.get_by_role("link", name="Lessons", exact=True).click()
+    # The console's own "Lessons" (the top bar's is the students' lesson list).
+    page.get_by_role("navigation", name="Exams and lessons").get_by_role("link", name="Lessons", exact=True).click()
     page.get_by_label("Title", exact=True).fill("Week 1")
     page.get_by_role("button", name="Create the lesson").click()
     page.wait_for_url(re.compile(r"/admin/lessons/\d+$"))
