@@ -149,6 +149,10 @@ def run_guarded(step):
 
 def reconcile_step(now=None):
     """The daily reconciliation: check the gates and repair what is safe (`judging.services.reconcile`)."""
+    from judging.clock import clock_status
     from judging.services.reconcile import reconcile_run
 
+    if not clock_status().ok:
+        logger.error("reconciliation paused: this host's clock disagrees with the database's")
+        return None
     return reconcile_run(now=now or timezone.now(), repair=True)

@@ -32,6 +32,7 @@ from django.db.models import BigIntegerField, Exists, OuterRef, Q
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from judging.clock import require_agreeing_clock
 from judging.locking import lock_jobs, lock_submission
 from judging.models import (
     SUBMISSION_MODELS, EventState, ExamMode, ExamScore, FirstAccepted, JobKind, JobState, JudgeJob, PracticeBest,
@@ -166,7 +167,10 @@ def reconcile_repair(findings: dict, *, now) -> dict:
 
 
 def reconcile_run(*, now, repair: bool) -> ReconcileReport:
-    """Check, repair if asked, and keep the report (the console shows the last one)."""
+    """Check, repair if asked, and keep the report (the console shows the last one). Refused
+    (503) on a host whose clock disagrees with the database's: its `now` would call live
+    leases overdue and reap them (`judging.clock`)."""
+    require_agreeing_clock()
     findings = reconcile_check(now=now)
     repaired = reconcile_repair(findings, now=now) if repair else {}
     summary = {name: {"count": found["count"], "sample": found["sample"]} for name, found in findings.items()}

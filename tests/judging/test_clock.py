@@ -63,6 +63,13 @@ def test_a_skewed_process_reaps_nothing(skewed, problem, settings, monkeypatch):
     monkeypatch.setattr(clock, "_measure", lambda: 300.0)
     report = reap_step(now=job.lease_until + timedelta(seconds=1))
     assert report.requeued == [] and JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
+    from kece.periodic import reconcile_step
+    from judging.services.reconcile import reconcile_run
+
+    assert reconcile_step(now=job.lease_until + timedelta(minutes=5)) is None, "nor does its reconciliation"
+    with pytest.raises(Unavailable):
+        reconcile_run(now=job.lease_until + timedelta(minutes=5), repair=True)
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
 
 
 def _wait_for_line(path: Path, text: str, timeout: float = 60) -> None:
