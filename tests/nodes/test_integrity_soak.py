@@ -36,6 +36,7 @@ def _self_check(api: ApiNode, *, now) -> NodeCheck:
     return check
 
 
+@pytest.mark.usefixtures("unlimited_submits")  # dozens of jobs from one account, as fast as a loop
 def test_a_node_that_lies_outside_its_self_check_passes_it_and_is_quarantined_through_ordinary_work(settings):
     rate = 10
     settings.KECE_CANARY_RATE = rate
