@@ -1,7 +1,8 @@
 """Content-addressed store for test data and sources: one file per sha-256 digest.
 
 Files are written to a temporary name in the target directory, fsynced and renamed, so a
-reader sees either nothing or the complete file. Storing the same bytes twice is a no-op.
+reader sees either nothing or the complete file. Storing the same bytes twice writes nothing
+again; it only marks the file as stored now (see `_refreshed`).
 """
 
 import hashlib
@@ -43,7 +44,7 @@ def store_bytes(data: bytes) -> dict:
     is always whole); return its manifest entry `{digest, bytes}`."""
     digest = sha256_hex(data)
     target = path_for(digest)
-    if not (target.exists() and target.stat().st_size == len(data)):
+    if not _refreshed(target, len(data)):
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
         try:
@@ -57,6 +58,20 @@ def store_bytes(data: bytes) -> dict:
                 os.unlink(tmp)
             raise
     return {"digest": digest, "bytes": len(data)}
+
+
+def _refreshed(target: Path, size: int) -> bool:
+    """Whether `target` is already whole in the store; if so its modification time is set to
+    now. Retention sweeps a file that nothing names only once it is older than a grace period
+    (`judging.services.retention`): storing it again, before the manifest that will name it is
+    written, must start that grace again. A file swept meanwhile is simply written anew."""
+    try:
+        if target.stat().st_size != size:
+            return False
+        os.utime(target)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def store_file(path: Path) -> dict:

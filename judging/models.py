@@ -265,6 +265,9 @@ class JudgeJob(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When retention took the job's heavy copies (`judging.services.retention`): the result's
+    # per-case details and output, the snapshot's case list (its manifest keeps them).
+    details_pruned_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -284,6 +287,8 @@ class JudgeJob(models.Model):
             # Slot counts under the node and host-group locks.
             models.Index(fields=["node", "state"], name="judge_job_node_state"),
             models.Index(fields=["host_group", "state"], name="judge_job_group_state"),
+            # Retention: the finished jobs whose details are still whole, oldest first.
+            models.Index(fields=["details_pruned_at", "finished_at"], name="judge_job_prunable"),
         ]
 
     @property

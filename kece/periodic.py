@@ -135,16 +135,41 @@ def rejudges_step(now=None):
     return enqueued
 
 
+def step_name(step) -> str:
+    """A step's name in the log and in its record of success: `gc` for `gc_step`."""
+    return step.__name__.removesuffix("_step")
+
+
+def _success_key(name: str) -> str:
+    return f"kece:periodic:ok:{name}"
+
+
+def last_success(name: str):
+    """When the step `name` last ran to its end (any process; None if not since the cache
+    was emptied): a hint for operators, as everything in the cache is."""
+    from django.core.cache import cache
+
+    return cache.get(_success_key(name))
+
+
 def run_guarded(step):
-    """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
+    """Run one step the way a scheduler must: fresh connections, errors logged not raised,
+    and its success recorded (`last_success`)."""
+    from django.core.cache import cache
+
     close_old_connections()
     try:
-        return step()
+        result = step()
     except Exception:
-        logger.exception("periodic step failed", extra={"step": step.__name__})
+        logger.exception("periodic step failed", extra={"step": step_name(step)})
         return None
     finally:
         close_old_connections()
+    try:
+        cache.set(_success_key(step_name(step)), timezone.now(), timeout=None)
+    except Exception:  # the cache is a hint: its being away never fails the step
+        logger.warning("periodic step's success not recorded", extra={"step": step_name(step)}, exc_info=True)
+    return result
 
 
 def reconcile_step(now=None):
@@ -156,3 +181,14 @@ def reconcile_step(now=None):
         logger.error("reconciliation paused: this host's clock disagrees with the database's")
         return None
     return reconcile_run(now=now or timezone.now(), repair=True)
+
+
+def gc_step(now=None, *, dry_run: bool = False, batches: int | None = -1):
+    """Retention: prune what has outlived its age (`judging.services.retention`), a bounded
+    run (`KECE_GC_BATCHES` batches of each kind; `batches` overrides it, None: until done)."""
+    from judging.services.retention import Policy, gc_run
+
+    reports = gc_run(now=now or timezone.now(), policy=Policy.from_settings(batches=batches), dry_run=dry_run)
+    if not dry_run and any(r.more for r in reports):
+        logger.info("retention continues next run", extra={"kinds": [r.kind for r in reports if r.more]})
+    return reports
