@@ -94,3 +94,32 @@ def test_a_bad_fair_use_limit_stops_the_start_and_names_itself(name, value):
 def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
     run = _settings_of(SECRET_KEY="a production secret", **{name: value})
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
+
+
+RETENTION = ("import django; django.setup(); from django.conf import settings as s; import json; "
+             "print(json.dumps([s.KECE_GC_JOB_DETAILS_DAYS, s.KECE_GC_EVENTS_DAYS, s.KECE_GC_AUDIT_DAYS, "
+             "s.KECE_GC_BLOB_GRACE_HOURS, s.KECE_GC_BATCH, s.KECE_GC_BATCHES, s.KECE_GC_INTERVAL_MS]))")
+
+
+def _retention_of(**env):
+    return subprocess.run([sys.executable, "-c", RETENTION], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", DEBUG=1, **env))
+
+
+def test_retention_ages_default_to_a_term_and_more_and_zero_or_empty_keeps_forever():
+    run = _retention_of()
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [90, 30, 365, 24, 200, 10, 3_600_000]
+    run = _retention_of(KECE_GC_JOB_DETAILS_DAYS="0", KECE_GC_EVENTS_DAYS="", KECE_GC_AUDIT_DAYS="730",
+                        KECE_GC_BLOB_GRACE_HOURS="0")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)[:4] == [0, 0, 730, 0]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("KECE_GC_JOB_DETAILS_DAYS", "-1"), ("KECE_GC_EVENTS_DAYS", "a month"), ("KECE_GC_BLOB_GRACE_HOURS", "1.5"),
+    ("KECE_GC_BATCH", "0"), ("KECE_GC_BATCHES", "many"), ("KECE_GC_INTERVAL_MS", "0"),
+])
+def test_a_bad_retention_setting_stops_the_start_and_names_itself(name, value):
+    run = _retention_of(**{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and name in run.stderr
