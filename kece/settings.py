@@ -324,31 +324,6 @@ if KECE_MAX_ATTEMPTS < 1:
 if KECE_RENEW_INTERVAL_MS >= KECE_LEASE_TTL_MS:
     raise ImproperlyConfigured("KECE_RENEW_INTERVAL_MS must be shorter than KECE_LEASE_TTL_MS")
 
-
-def _kept_for(name: str, default: int) -> int:
-    """A retention age in whole days or hours: 0 or empty keeps forever."""
-    raw = env.str(name, default=str(default)).strip()
-    try:
-        value = int(raw or 0)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a whole number (0 or empty: keep forever), got {raw!r}") from exc
-    if value < 0:
-        raise ImproperlyConfigured(f"{name} must be 0 or more (0 or empty: keep forever), got {value}")
-    return value
-
-
-# Retention (`judging.services.retention`): how often the periodic work prunes, in batches of
-# KECE_GC_BATCH rows (each its own short transaction) and at most KECE_GC_BATCHES batches of
-# each kind per run; how many days finished jobs keep their details, delivered outbox events
-# and audit rows; how many hours a stored file no manifest or active job names is kept.
-KECE_GC_INTERVAL_MS = _positive_ms("KECE_GC_INTERVAL_MS", 3_600_000)
-KECE_GC_BATCH = _count("KECE_GC_BATCH", 200, minimum=1)
-KECE_GC_BATCHES = _count("KECE_GC_BATCHES", 10, minimum=1)
-KECE_GC_JOB_DETAILS_DAYS = _kept_for("KECE_GC_JOB_DETAILS_DAYS", 90)
-KECE_GC_EVENTS_DAYS = _kept_for("KECE_GC_EVENTS_DAYS", 30)
-KECE_GC_AUDIT_DAYS = _kept_for("KECE_GC_AUDIT_DAYS", 365)
-KECE_GC_BLOB_GRACE_HOURS = _kept_for("KECE_GC_BLOB_GRACE_HOURS", 24)
-
 # Quarantine by what a node does (`nodes.quarantine`): INFRA_ERROR results on this many
 # different jobs in a row; free slots but no claim for this long while its pool had due
 # work; this many renew batches in a row in which every lease came back lost.
@@ -380,6 +355,24 @@ KECE_CROSS_CHECK_RATE = _not_negative("KECE_CROSS_CHECK_RATE", 100)
 KECE_CROSS_CHECK_QUARANTINE_AFTER = _not_negative("KECE_CROSS_CHECK_QUARANTINE_AFTER", 3)
 if KECE_CROSS_CHECK_QUARANTINE_AFTER < 1:
     raise ImproperlyConfigured("KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1")
+
+
+def _kept_for(name: str, default: int) -> int:
+    """A retention age: 0 or empty keeps forever."""
+    return _not_negative(name, default) if env.str(name, default=str(default)).strip() else 0
+
+
+# Retention (`judging.services.retention`): how often the periodic work prunes, in batches of
+# KECE_GC_BATCH rows (each its own short transaction) and at most KECE_GC_BATCHES batches of
+# each kind per run; how many days finished jobs keep their details, delivered outbox events
+# and audit rows; how many hours a stored file no manifest or active job names is kept.
+KECE_GC_INTERVAL_MS = _positive_ms("KECE_GC_INTERVAL_MS", 3_600_000)
+KECE_GC_BATCH = _count("KECE_GC_BATCH", 200, minimum=1)
+KECE_GC_BATCHES = _count("KECE_GC_BATCHES", 10, minimum=1)
+KECE_GC_JOB_DETAILS_DAYS = _kept_for("KECE_GC_JOB_DETAILS_DAYS", 90)
+KECE_GC_EVENTS_DAYS = _kept_for("KECE_GC_EVENTS_DAYS", 30)
+KECE_GC_AUDIT_DAYS = _kept_for("KECE_GC_AUDIT_DAYS", 365)
+KECE_GC_BLOB_GRACE_HOURS = _kept_for("KECE_GC_BLOB_GRACE_HOURS", 24)
 
 # Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
 KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)

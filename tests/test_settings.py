@@ -60,9 +60,13 @@ FAIR_USE = ("import django; django.setup(); from django.conf import settings as 
             "s.KECE_EXAM_SUBMIT_RATE]))")
 
 
-def _fair_use_of(**env):
-    return subprocess.run([sys.executable, "-c", FAIR_USE], cwd=ROOT, capture_output=True, text=True, timeout=60,
+def _shown_in_development(script: str, **env):
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", DEBUG=1, **env))
+
+
+def _fair_use_of(**env):
+    return _shown_in_development(FAIR_USE, **env)
 
 
 def test_fair_use_limits_default_to_what_no_honest_class_reaches_and_read_rates_in_any_unit():
@@ -102,8 +106,7 @@ RETENTION = ("import django; django.setup(); from django.conf import settings as
 
 
 def _retention_of(**env):
-    return subprocess.run([sys.executable, "-c", RETENTION], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", DEBUG=1, **env))
+    return _shown_in_development(RETENTION, **env)
 
 
 def test_retention_ages_default_to_a_term_and_more_and_zero_or_empty_keeps_forever():
