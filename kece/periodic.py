@@ -183,12 +183,16 @@ def reconcile_step(now=None):
     return reconcile_run(now=now or timezone.now(), repair=True)
 
 
-def gc_step(now=None, *, dry_run: bool = False, batches: int | None = -1):
+def gc_step(now=None):
     """Retention: prune what has outlived its age (`judging.services.retention`), a bounded
-    run (`KECE_GC_BATCHES` batches of each kind; `batches` overrides it, None: until done)."""
+    run (`KECE_GC_BATCHES` batches of each kind); what is left goes in the next runs."""
+    from judging.clock import clock_status
     from judging.services.retention import Policy, gc_run
 
-    reports = gc_run(now=now or timezone.now(), policy=Policy.from_settings(batches=batches), dry_run=dry_run)
-    if not dry_run and any(r.more for r in reports):
+    if not clock_status().ok:
+        logger.error("retention paused: this host's clock disagrees with the database's")
+        return None
+    reports = gc_run(now=now or timezone.now(), policy=Policy.from_settings())
+    if any(r.more for r in reports):
         logger.info("retention continues next run", extra={"kinds": [r.kind for r in reports if r.more]})
     return reports

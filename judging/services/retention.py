@@ -40,6 +40,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from judging import artifacts
+from judging.clock import require_agreeing_clock
 from judging.locking import lock_jobs, save_locked
 from judging.models import EventState, JobAttempt, JobState, JudgeJob, Manifest, ReconcileReport, SettlementEvent
 from judging.services.snapshot import snapshot_digests
@@ -369,7 +370,10 @@ def blobs_sweep(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
 # --- a run -----------------------------------------------------------------------------------
 
 def gc_run(*, now, policy: Policy, dry_run: bool = False) -> list[Pruned]:
-    """Prune every kind by `policy`; a dry run changes nothing and reports what would go."""
+    """Prune every kind by `policy`; a dry run changes nothing and reports what would go.
+    Refused (503) on a host whose clock disagrees with the database's: rows and files would
+    be aged by a wrong `now` (`judging.clock`)."""
+    require_agreeing_clock()
     reports = [job_details_prune(now=now, policy=policy, dry_run=dry_run),
                events_prune(now=now, policy=policy, dry_run=dry_run),
                *audit_prune(now=now, policy=policy, dry_run=dry_run),

@@ -4,12 +4,13 @@ even against a store racing the sweep; an exam's result, a rejudge and a student
 read the same after a run as before."""
 
 import os
+import re
 import time
 from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -31,6 +32,7 @@ from nodes.models import NodeAudit, NodeCheck
 from tests.api.helpers import ADMIN, make_admin, session_client, token_client
 from tests.concurrency import raise_first_error, run_concurrently
 from tests.factories import UserFactory, make_exam, make_problem
+from tests.judging.test_clock import skewed  # noqa: F401 - the fixture
 from tests.judging.helpers import claim, infra_error, judged, settle, submit
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
@@ -372,11 +374,13 @@ def test_an_exam_result_a_rejudge_and_a_students_history_read_the_same_after_a_r
         result = as_student.get(f"/api/v1/exams/{exam.pk}/result")
         history = admin.get(ADMIN + f"submissions/ALGO/{submission.pk}")
         page = as_student.get(f"/submissions/ALGO/{submission.pk}")
-        assert result.status_code == history.status_code == page.status_code == 200
-        return result.json(), history.json(), page.content.decode()
+        exam_page = as_student.get(f"/exams/{exam.pk}")
+        assert result.status_code == history.status_code == page.status_code == exam_page.status_code == 200
+        [shown_result] = re.findall(r"<h2>Result</h2>.*?Total: \d+", exam_page.content.decode(), re.S)
+        return (result.json(), shown_result), history.json(), page.content.decode()
 
     result, history, page = seen()
-    assert result["total"] > 0 and "Judging history" in page
+    assert result[0]["total"] > 0 and "Judging history" in page and "13 / 40" in result[1]
     source = artifacts.path_for(job.snapshot["source"]["digest"])
     year_on = timezone.now() + 400 * DAY
     for path in store.rglob("*"):
@@ -403,3 +407,15 @@ def test_an_exam_result_a_rejudge_and_a_students_history_read_the_same_after_a_r
     participant = ExamParticipant.objects.get(exam=exam, user=student)
     assert as_student.get(f"/api/v1/exams/{exam.pk}/result").json()["total"] == 40
     assert participant.pk and JudgeJob.objects.get(pk=again.pk).state == JobState.COMPLETED
+
+
+def test_a_host_whose_clock_disagrees_with_the_database_prunes_nothing(store, algo, node_a, request):
+    from kece import periodic
+
+    _, identity = node_a
+    _, job, stray = _old_work(algo, identity)
+    request.getfixturevalue("skewed")  # this process five minutes ahead of the database
+    assert periodic.gc_step() is None
+    with pytest.raises(CommandError, match="clock"):
+        call_command("kece_gc", stdout=StringIO())
+    assert stray.exists() and JudgeJob.objects.get(pk=job.pk).details_pruned_at is None

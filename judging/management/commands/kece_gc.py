@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.services.retention import Policy, gc_run
+from kece.errors import Unavailable
 
 
 def _amount(size: int) -> str:
@@ -25,7 +26,10 @@ class Command(BaseCommand):
     def handle(self, *args, dry_run, batches, **options):
         if batches is not None and batches < 1:
             raise CommandError("--batches must be at least 1")
-        reports = gc_run(now=timezone.now(), policy=Policy.from_settings(batches=batches), dry_run=dry_run)
+        try:
+            reports = gc_run(now=timezone.now(), policy=Policy.from_settings(batches=batches), dry_run=dry_run)
+        except Unavailable as exc:
+            raise CommandError(exc.detail) from exc
         verb = "would go" if dry_run else "gone"
         for report in reports:
             if report.forever:
