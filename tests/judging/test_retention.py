@@ -329,9 +329,9 @@ def test_the_command_prints_what_would_go_then_takes_it(store, algo, node_a, set
     out = StringIO()
     call_command("kece_gc", "--dry-run", stdout=out)
     printed = out.getvalue()
-    assert f"job_details: 1 would go" in printed and f"(e.g. {job.pk})" in printed
+    assert "job_details: 1 would go" in printed and f"(e.g. {job.pk})" in printed
     assert "events: 1 would go" in printed and "node_audit: kept forever" in printed
-    assert f"blobs: 2 would go" in printed and stray.name in printed
+    assert "blobs: 2 would go" in printed and stray.name in printed
     assert "dry run: nothing changed" in printed
     assert stray.exists() and SettlementEvent.objects.filter(job_id=job.pk).exists()
 
