@@ -15,7 +15,10 @@ What goes, and what stays because a student's history, an exam's result or a rej
   verdict, score, times, error and lease columns, and so does every attempt row: the
   submission's history (its page, the admin API) is built from them. The submission keeps its
   own result, cases, compile output and code; exam scores and best results are rows of their
-  own; a rejudge reads the code and the problem's current manifest.
+  own; a rejudge reads the code and the problem's current manifest. The age is in whole days,
+  past what reads a finished job's details: a cross-check copies the original's snapshot
+  within the hour (`nodes.cross_checks`), a self-check and a hidden canary are graded from
+  the verdict, which stays, as soon as their jobs end.
 - `events` (`KECE_GC_EVENTS_DAYS` after they were applied): delivered (DONE) outbox events.
   The rows they derived stay; pending and dead events stay (a dead one needs a person).
   Reconciliation then looks for missing events only among jobs finished within that age
