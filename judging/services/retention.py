@@ -44,7 +44,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from judging import artifacts
 from judging.clock import require_agreeing_clock
-from judging.locking import lock_jobs, save_locked
+from judging.locking import lock_jobs, update_locked_jobs
 from judging.models import EventState, JobAttempt, JobState, JudgeJob, Manifest, ReconcileReport, SettlementEvent
 from judging.services.snapshot import snapshot_digests
 from nodes.models import NodeAudit, NodeCheck
@@ -105,6 +105,7 @@ class Candidate:
     id: object
     cursor: tuple  # where the next batch starts after this one
     bytes: int = 0
+    becomes: dict | None = None  # what the row's fields are set to (None: the row is deleted)
 
 
 def events_kept_since(now):
@@ -160,9 +161,10 @@ def _slim_snapshot(snapshot, manifest_id):
     return {key: value for key, value in snapshot.items() if key not in SNAPSHOT_DROPPED}
 
 
-def _saving(job) -> int:
-    return (_size(job["result"]) - _size(_slim_result(job["result"]))
-            + _size(job["snapshot"]) - _size(_slim_snapshot(job["snapshot"], job["manifest_id"])))
+def _slim(job) -> tuple[dict, int]:
+    """What a job's details become, and the bytes that saves."""
+    becomes = {"result": _slim_result(job["result"]), "snapshot": _slim_snapshot(job["snapshot"], job["manifest_id"])}
+    return becomes, sum(_size(job[name]) - _size(value) for name, value in becomes.items())
 
 
 def job_details_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
@@ -183,20 +185,26 @@ def job_details_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
         for job_id, message in JobAttempt.objects.filter(job_id__in=[j["id"] for j in jobs]).exclude(
                 message="").values_list("job_id", "message"):
             messages[job_id] = messages.get(job_id, 0) + _size(message)
-        return [Candidate(j["id"], (j["finished_at"], j["id"]), _saving(j) + messages.get(j["id"], 0)) for j in jobs]
+        found = []
+        for job in jobs:
+            becomes, saved = _slim(job)
+            found.append(Candidate(job["id"], (job["finished_at"], job["id"]), saved + messages.get(job["id"], 0),
+                                   becomes))
+        return found
 
     def take(batch):
+        # What each job becomes was worked out from the rows read above, outside the
+        # transaction: a finished job's details never change, so under the lock only its
+        # state and mark are read again.
         with transaction.atomic(durable=True):
-            jobs = lock_jobs([c.id for c in batch])
+            jobs = lock_jobs([c.id for c in batch], names=("id", "state", "details_pruned_at"))
             pruned = []
-            for job in jobs.values():
-                if job.state not in JobState.TERMINAL or job.details_pruned_at is not None:
+            for candidate in batch:
+                job = jobs.get(candidate.id)
+                if job is None or job.state not in JobState.TERMINAL or job.details_pruned_at is not None:
                     continue
-                job.result = _slim_result(job.result)
-                job.snapshot = _slim_snapshot(job.snapshot, job.manifest_id)
-                job.details_pruned_at = now
                 # Not updated_at: the node's page lists its recent errors by it.
-                save_locked(job, ["result", "snapshot", "details_pruned_at"])
+                update_locked_jobs([job.pk], details_pruned_at=now, **candidate.becomes)
                 pruned.append(job.pk)
             # A finished job takes no lease again, so no attempt row of it is written meanwhile.
             JobAttempt.objects.filter(job_id__in=pruned).exclude(message="").update(message="")
