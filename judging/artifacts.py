@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+# A file being written: renamed to its digest once whole (retention sweeps a crashed write's).
+INCOMING = ".incoming-"
 
 
 def sha256_hex(data: bytes) -> str:
@@ -46,7 +48,7 @@ def store_bytes(data: bytes) -> dict:
     target = path_for(digest)
     if not _refreshed(target, len(data)):
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=INCOMING, dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

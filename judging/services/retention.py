@@ -267,8 +267,8 @@ def audit_prune(*, now, policy: Policy, dry_run: bool = False) -> list[Pruned]:
 
 # --- the content store ----------------------------------------------------------------------
 
+# A file set aside by a sweep, deleted next unless it was stored again meanwhile.
 ASIDE = ".doomed-"
-INCOMING = ".incoming-"
 
 
 def referenced_digests() -> set[str]:
@@ -320,7 +320,7 @@ def _sweep_file(entry, *, cutoff: float, referenced: set, dry_run: bool) -> int 
             if not dry_run:
                 os.replace(entry.path, target)
             return None
-    elif name.startswith(INCOMING):
+    elif name.startswith(artifacts.INCOMING):
         if stat.st_mtime >= cutoff:
             return None  # being written, or a crashed write younger than the grace
     elif not artifacts.is_digest(name) or name in referenced or stat.st_mtime >= cutoff:
