@@ -116,3 +116,19 @@ def history_rows(history: list[dict]) -> list[dict]:
                          "reason": ATTEMPT_REASONS.get(reason, _("a fault on the judge (%(error)s)") % {"error": reason}
                                                        if reason else "")})
     return rows
+
+
+def provenance_blocks(history: list[dict], *, judged_generation: int | None) -> list[dict]:
+    """Each judged generation's provenance, newest first, with the one whose verdict the
+    submission shows marked and the judging time in words."""
+    blocks = []
+    for generation in reversed(history):
+        provenance = generation["provenance"]
+        if provenance is None:
+            continue
+        claimed, finished = provenance["claimedAt"], provenance["finishedAt"]
+        seconds = (finished - claimed).total_seconds() if claimed and finished else None
+        blocks.append({**provenance, "generation": generation["generation"],
+                       "current": generation["generation"] == judged_generation,
+                       "took": gettext("%(s).1f s") % {"s": seconds} if seconds is not None else ""})
+    return blocks
