@@ -264,7 +264,7 @@ class JudgeJob(models.Model):
     settled_status = models.CharField(max_length=16, blank=True, default="")
     # The verdict's provenance, written with the verdict under the settling lease: the node's
     # name and reported runtime spec then (a node may be renamed or upgraded later), and the
-    # digest of the test data it was given (`judging.services.snapshot.test_data_digest`).
+    # digest of the test data it was given (`judging.services.snapshot.judged_data_digest`).
     settled_node_name = models.CharField(max_length=100, blank=True, default="")
     settled_runtime_spec = models.CharField(max_length=64, blank=True, default="")
     settled_manifest_digest = models.CharField(max_length=64, blank=True, default="")

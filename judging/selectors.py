@@ -276,7 +276,7 @@ def _add_provenance(history: list[dict], jobs: dict) -> None:
     runtime spec, the lease, the test data and when it was judged (the settling lease's claim
     → the result). Jobs settled before these were recorded fall back to the node's name now
     and the job's own spec and snapshot."""
-    from judging.services.snapshot import test_data_digest
+    from judging.services.snapshot import judged_data_digest
 
     judged = [jobs[g["jobId"]] for g in history if g["state"] == JobState.COMPLETED]
     unnamed = {job.settled_node_id for job in judged if not job.settled_node_name and job.settled_node_id}
@@ -291,5 +291,5 @@ def _add_provenance(history: list[dict], jobs: dict) -> None:
             "nodeId": job.settled_node_id, "nodeName": job.settled_node_name or names.get(job.settled_node_id, ""),
             "runtimeSpec": spec, "runtimeLabel": _runtime_label(spec), "leaseEpoch": job.settled_lease_epoch,
             "manifestId": job.manifest_id, "manifestVersion": snapshot.get("manifestVersion"),
-            "manifestDigest": job.settled_manifest_digest or test_data_digest(snapshot),
+            "manifestDigest": job.settled_manifest_digest or judged_data_digest(snapshot),
             "claimedAt": job.started_at, "finishedAt": job.finished_at}

@@ -17,7 +17,7 @@ from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id
 from judging.services.leases import was_leased_to
-from judging.services.snapshot import test_data_digest
+from judging.services.snapshot import judged_data_digest
 from judging.wakeups import publish_after_commit
 from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
 
@@ -287,7 +287,7 @@ def _complete(job, node, submission, request: SettleRequest, *, now, digest: str
     # Provenance from the locked node row: what it called itself when its verdict counted.
     job.settled_node_name = node.name
     job.settled_runtime_spec = node.runtime_spec or job.runtime_spec
-    job.settled_manifest_digest = test_data_digest(job.snapshot or {})
+    job.settled_manifest_digest = judged_data_digest(job.snapshot or {})
     save_locked(job, [
         "state", "finished_at", "result", "result_digest", "error", "error_message",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "settled_node_name",

@@ -42,7 +42,7 @@ def snapshot_digests(snapshot: dict) -> set[str]:
     return digests
 
 
-def test_data_digest(snapshot: dict) -> str:
+def judged_data_digest(snapshot: dict) -> str:
     """sha-256 of what a judge was given to judge against: the manifest's limits, cases
     (each file by digest, with its weight) and SQL files, as canonical JSON. Two jobs with the
     same digest were judged on the same data, whatever the manifest's id."""
