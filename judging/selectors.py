@@ -25,6 +25,13 @@ def ready_nodes(*, now):
     ).filter(VERIFIED)
 
 
+def ready_slots(*, now) -> dict[str, int]:
+    """Per pool, the slots of its ready nodes: what it can judge at once now."""
+    from django.db.models import Sum
+
+    return {pool: n or 0 for pool, n in ready_nodes(now=now).values_list("pool").annotate(n=Sum("max_slots"))}
+
+
 def submission_state(submission, *, now):
     """(job, status, waitReason) of a submission now, as the user API and pages show it."""
     from judging.models import JudgeJob
