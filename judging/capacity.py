@@ -163,12 +163,13 @@ def exam_burst(*, problems: list[ProblemDemand], submissions: float, target_s: f
         if pool not in work:
             continue
         count, seconds, longest = work[pool]
+        if count <= 0:
+            continue  # its problems' submissions all go to their other languages' pools
         load = loads.get(pool)
         needs.append(BurstNeed(
-            pool=pool, submissions=count, judge_seconds=seconds / count if count else 0.0,
+            pool=pool, submissions=count, judge_seconds=seconds / count,
             measured=bool(load and load.judge_seconds is not None),
-            slots_needed=burst_slots(submissions=count, judge_seconds=seconds / count if count else 0.0,
-                                     target_s=target_s),
+            slots_needed=burst_slots(submissions=count, judge_seconds=seconds / count, target_s=target_s),
             ready_slots=ready_slots.get(pool, 0), in_time=longest <= target_s))
     return needs
 

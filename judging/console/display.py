@@ -56,6 +56,15 @@ def window_words(seconds: int) -> str:
     return gettext("%(n)d h") % {"n": seconds // 3600}
 
 
+def sentences(*parts: str) -> str:
+    """Sentences one after another as the language writes them (a space in English, none in
+    Chinese, whose full stops carry their own)."""
+    text = parts[0]
+    for part in parts[1:]:
+        text = gettext("%(first)s %(next)s") % {"first": text, "next": part}
+    return text
+
+
 def add_slots_words(n: int) -> str:
     return ngettext("Add %(n)d slot.", "Add %(n)d slots.", n) % {"n": n}
 
@@ -87,15 +96,16 @@ def burst_need_rows(advice, *, labels: dict) -> list[dict]:
             verdict = gettext("A judgement takes longer than the %(t)d s target: no number of slots finishes in "
                               "time; allow longer.") % {"t": advice.target_s}
         else:
-            verdict = ngettext("Needs %(k)d slot to finish within %(t)d s.", "Needs %(k)d slots to finish within "
-                               "%(t)d s.", need.slots_needed) % {"k": need.slots_needed, "t": advice.target_s}
+            slots = ngettext("Needs %(k)d slot to finish within %(t)d s.", "Needs %(k)d slots to finish within "
+                             "%(t)d s.", need.slots_needed) % {"k": need.slots_needed, "t": advice.target_s}
             ready = need.ready_slots
             if need.enough:
-                verdict += " " + ngettext("%(n)d ready slot now: enough.", "%(n)d ready slots now: enough.",
-                                          ready) % {"n": ready}
+                verdict = sentences(slots, ngettext("%(n)d ready slot now: enough.", "%(n)d ready slots now: enough.",
+                                                    ready) % {"n": ready})
             else:
-                verdict += " " + ngettext("%(n)d ready slot now: not enough.", "%(n)d ready slots now: not enough.",
-                                          ready) % {"n": ready} + " " + add_slots_words(need.add_slots)
+                verdict = sentences(slots, ngettext("%(n)d ready slot now: not enough.",
+                                                    "%(n)d ready slots now: not enough.", ready) % {"n": ready},
+                                    add_slots_words(need.add_slots))
         rows.append({"pool": need.pool, "enough": need.enough, "icon": "ok" if need.enough else "down",
-                     "words": f"{work} {verdict}"})
+                     "words": sentences(work, verdict)})
     return rows

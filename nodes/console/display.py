@@ -4,7 +4,7 @@ the impact of an action — computed from the same figures as the admin API
 
 from django.utils.translation import gettext as _, gettext_lazy, ngettext
 
-from judging.console.display import add_slots_words, figure, window_words
+from judging.console.display import add_slots_words, figure, sentences, window_words
 from nodes.models import self_check_passed_for_current_config
 from nodes.models import CheckStatus, DesiredState, JudgeNode, ObservedState
 from pools.registry import POOLS
@@ -108,10 +108,10 @@ def capacity_words(advice, *, window_s: int) -> tuple[str, str]:
     if advice.verdict == ENOUGH:
         verdict = ngettext("%(n)d ready slot: enough to keep at most %(rho)d%% busy.",
                            "%(n)d ready slots: enough to keep at most %(rho)d%% busy.", ready) % {"n": ready, "rho": rho}
-        return f"{needs} {verdict}", "ok"
+        return sentences(needs, verdict), "ok"
     verdict = ngettext("%(n)d ready slot: not enough to keep at most %(rho)d%% busy.",
                        "%(n)d ready slots: not enough to keep at most %(rho)d%% busy.", ready) % {"n": ready, "rho": rho}
-    return f"{needs} {verdict} {add_slots_words(advice.add_slots)}", "down"
+    return sentences(needs, verdict, add_slots_words(advice.add_slots)), "down"
 
 
 def strip_rows(figures: list[dict], counts: dict[str, dict], advice: dict | None = None, *,
