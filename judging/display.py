@@ -130,5 +130,6 @@ def provenance_blocks(history: list[dict], *, judged_generation: int | None) -> 
         seconds = (finished - claimed).total_seconds() if claimed and finished else None
         blocks.append({**provenance, "generation": generation["generation"],
                        "current": generation["generation"] == judged_generation,
+                       "verdict_words": VERDICT_WORDS.get(provenance["verdict"], provenance["verdict"] or "—"),
                        "took": gettext("%(s).1f s") % {"s": seconds} if seconds is not None else ""})
     return blocks

@@ -299,4 +299,5 @@ def _add_provenance(history: list[dict], jobs: dict) -> None:
             "runtimeSpec": spec, "runtimeLabel": _runtime_label(spec), "leaseEpoch": job.settled_lease_epoch,
             "manifestId": job.manifest_id, "manifestVersion": snapshot.get("manifestVersion"),
             "manifestDigest": job.settled_manifest_digest or judged_data_digest(snapshot),
+            "verdict": (job.result or {}).get("verdict"),
             "claimedAt": job.started_at, "finishedAt": job.finished_at}

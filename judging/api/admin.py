@@ -55,6 +55,7 @@ class ProvenanceOut(serializers.Serializer):
     manifestId = serializers.IntegerField(allow_null=True)
     manifestVersion = serializers.IntegerField(allow_null=True)
     manifestDigest = serializers.CharField()
+    verdict = serializers.CharField(allow_null=True)
     claimedAt = serializers.DateTimeField(allow_null=True)
     finishedAt = serializers.DateTimeField(allow_null=True)
 

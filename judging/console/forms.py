@@ -172,8 +172,9 @@ class ParticipantsForm(_Form):
 class CapacityForm(_Form):
     """The exam page's capacity question: how many submissions, judged within how long."""
     within = forms.IntegerField(label=_("Judged within (seconds)"), min_value=1, max_value=86_400)
-    per_problem = forms.FloatField(label=_("Submissions per participant and problem"), min_value=0.1,
-                                   max_value=1000, help_text=_("ACM exams; an OI exam judges one per problem."))
+    # An OI exam judges one submission per problem, at the hand-in, whatever this says.
+    per_problem = forms.FloatField(label=_("Submissions per participant and problem (ACM)"), min_value=0.1,
+                                   max_value=1000)
     submissions = forms.IntegerField(label=_("Or your own figure: submissions in the burst"), required=False,
                                      min_value=1, max_value=10_000_000)
 

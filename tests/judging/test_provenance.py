@@ -75,7 +75,8 @@ def test_the_admin_api_gives_the_same_provenance(problem, pair):
     body = token_client(make_admin()).get(ADMIN + f"submissions/ALGO/{submission.pk}").json()
     expected = {"nodeId": first.pk, "nodeName": "lab-python-1", "runtimeSpec": "python-r1",
                 "runtimeLabel": "CPython 3", "leaseEpoch": 1, "manifestId": job.manifest_id,
-                "manifestVersion": job.snapshot["manifestVersion"], "manifestDigest": job.settled_manifest_digest}
+                "manifestVersion": job.snapshot["manifestVersion"], "manifestDigest": job.settled_manifest_digest,
+                "verdict": "AC"}
     provenance = body["provenance"]
     assert {k: provenance[k] for k in expected} == expected
     assert provenance["claimedAt"].endswith("Z") and provenance["finishedAt"].endswith("Z")
@@ -88,7 +89,8 @@ def test_a_rejudge_shows_each_generations_provenance(problem, pair):
     owner = UserFactory()
     submission = submit(owner, problem)
     now = timezone.now()
-    _judged_on(first_id, now=now)
+    [job] = claim(first_id, now=now)
+    settle(first_id, judged(job, verdict="WA"), now=now)
     submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=now + timedelta(seconds=5))
     _judged_on(second_id, now=now + timedelta(seconds=10))
     body = token_client(make_admin()).get(ADMIN + f"submissions/ALGO/{submission.pk}").json()
@@ -99,6 +101,7 @@ def test_a_rejudge_shows_each_generations_provenance(problem, pair):
     newer, older = page.index("Generation 2: the result shown"), page.index("Generation 1: replaced by a later judgement")
     assert newer < older, "the verdict that counts comes first"
     assert page.index("lab-python-2") < older < page.index("lab-python-1")
+    assert page.index("Accepted", newer) < older < page.index("Wrong answer", older)
 
 
 def test_a_submission_not_judged_yet_has_no_provenance(problem, pair):
