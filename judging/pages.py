@@ -190,10 +190,10 @@ def submission_detail(request, submission_type: str, submission_id: int):
     history = submission_history(submission)
     # A result still hidden from the viewer (an exam's, before publishing) hides who judged it too.
     hidden = hidden_wait(submission, request.user) is not None
+    judged_generation = submission.judged_generation if submission.verdict else None
     context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
-               "history": display.history_rows(history),
-               "provenance": [] if hidden else display.provenance_blocks(
-                   history, judged_generation=submission.judged_generation if submission.verdict else None),
+               "history": display.history_rows(history, judged_generation=judged_generation),
+               "provenance": [] if hidden else display.provenance_blocks(history, judged_generation=judged_generation),
                "show_nodes": can_manage_judgers(request.user)}
     return render(request, "judging/submission_detail.html", context)
 

@@ -102,6 +102,9 @@ def test_a_rejudge_shows_each_generations_provenance(problem, pair):
     assert newer < older, "the verdict that counts comes first"
     assert page.index("lab-python-2") < older < page.index("lab-python-1")
     assert page.index("Accepted", newer) < older < page.index("Wrong answer", older)
+    # The lease history agrees: the first generation's verdict was replaced, the second's is shown.
+    history = page[page.index("Judging history"):]
+    assert history.index("Judged, then replaced by a rejudge") < history.index("Judged: this is the result")
 
 
 def test_a_submission_not_judged_yet_has_no_provenance(problem, pair):
