@@ -157,7 +157,8 @@ def exam_burst(*, problems: list[ProblemDemand], submissions: float, target_s: f
             figures = work.setdefault(pool, [0.0, 0.0, 0.0])
             figures[0] += per_problem * share
             figures[1] += per_problem * share * seconds
-            figures[2] = max(figures[2], seconds)
+            if share:
+                figures[2] = max(figures[2], seconds)
     needs = []
     for pool in POOLS:
         if pool not in work:
@@ -208,11 +209,12 @@ def exam_advice(exam, *, now, target_s: int, per_problem: float, submissions: in
         manifest = entry.problem.current_manifest
         if manifest is None:
             continue
-        pools = ("mysql",) if entry.problem.kind == "SQL" else tuple(p for p in manifest.languages if p in POOLS)
+        # The pools a submission to it may be routed to (`pools.registry.pool_for`).
+        pools = tuple(p for p in manifest.languages if p in POOLS and POOLS[p].problem_kind == entry.problem.kind)
         if pools:
             demands.append(ProblemDemand(pools=pools, declared_seconds=declared_seconds(manifest)))
-    loads = pool_loads(now=now)
-    window_s = next(iter(loads.values())).window_s
+    window_s = settings.KECE_CAPACITY_WINDOW_S
+    loads = pool_loads(now=now, window_s=window_s)
     return ExamAdvice(participants=participants, problems=len(problems), per_problem=per_problem,
                       submissions=expected, own_figure=submissions is not None,
                       at_hand_in=not exam.judges_at_once, target_s=target_s,
