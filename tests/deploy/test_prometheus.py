@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,12 +17,12 @@ import yaml
 from tests.deploy.test_compose import (
     DEPLOY as COMPOSE_DIR,
     REPO,
-    REQUIRE,
     directive,
     load_compose,
     select_location,
     server_listening_on,
 )
+from tests.deploy.tools import program
 
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 RULES = PROMETHEUS_DIR / "kece-alerts.yml"
@@ -61,12 +60,7 @@ SEVERITIES = {"critical", "warning"}
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if REQUIRE:
-            pytest.fail("promtool is required (scripts/setup.sh installs Debian's prometheus package)")
-        pytest.skip("promtool is not installed")
-    return found
+    return program("promtool", "scripts/setup.sh installs Debian's prometheus package")
 
 
 def run_promtool(*args: str, cwd: Path = PROMETHEUS_DIR) -> subprocess.CompletedProcess:

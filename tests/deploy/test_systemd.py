@@ -10,12 +10,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.deploy.test_compose import REPO, REQUIRE, load_compose, services_built_from, AGENT_DOCKERFILE
+from tests.deploy.test_compose import AGENT_DOCKERFILE, REPO, load_compose, services_built_from
+from tests.deploy.tools import program
 
 SYSTEMD = REPO / "deploy" / "systemd"
 UNIT = SYSTEMD / "kece-agent@.service"
@@ -33,12 +33,7 @@ CLOSED_SYSCALLS = ("io_uring_setup", "keyctl", "bpf", "perf_event_open", "userfa
 
 
 def systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
-        if REQUIRE:
-            pytest.fail("systemd-analyze is required (scripts/setup.sh installs Debian's systemd package)")
-        pytest.skip("systemd-analyze is not installed")
-    return found
+    return program("systemd-analyze", "scripts/setup.sh installs Debian's systemd package")
 
 
 def unit_settings(text: str) -> dict[str, list[str]]:
