@@ -171,12 +171,13 @@ def test_rules_use_only_the_shared_metric_names_and_label_values():
 
 
 def server_metric_names() -> set[str]:
-    """Names of the metrics the server's code declares with prometheus_client."""
+    """Names of the metrics the server's code declares (with prometheus_client, or in a
+    module of its own for metrics)."""
     names = set()
     for package in ("kece", "judging", "nodes", "pools"):
         for path in (REPO / package).rglob("*.py"):
             source = path.read_text()
-            if "prometheus_client" not in source:
+            if "prometheus_client" not in source and "metrics" not in path.name:
                 continue
             for node in ast.walk(ast.parse(source)):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) \
@@ -188,7 +189,7 @@ def server_metric_names() -> set[str]:
 def test_rules_name_metrics_the_server_declares():
     declared = server_metric_names()
     if not declared:
-        pytest.skip("the server declares no metrics with prometheus_client")
+        pytest.skip("the server declares no metrics yet")
     for rule in alerts():
         for name in expression_names(rule["expr"]) - {"up"}:
             # prometheus_client adds `_total` to a counter's declared name.
