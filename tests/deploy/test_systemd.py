@@ -158,6 +158,9 @@ def test_the_hardening_leaves_bubblewrap_what_it_needs(unit):
     # Each hides part of /proc; the kernel then refuses the fresh /proc of every sandbox.
     for key in ("ProtectKernelTunables", "ProtectKernelLogs", "ProtectProc", "ProcSubset"):
         assert f"Service.{key}" not in unit, key
+    # Its seccomp filter refuses sethostname(), which names each sandbox (`--hostname`).
+    assert "Service.ProtectHostname" not in unit
+    assert '"--hostname"' in (REPO / "node_agent" / "sandbox.py").read_text()
     # Inherited by the sandbox: the JVM and Node.js need writable executable memory.
     assert "Service.MemoryDenyWriteExecute" not in unit
     assert unit.get("Service.ProtectControlGroups", ["no"]) == ["no"]
