@@ -181,6 +181,9 @@ def test_worker_and_beat_liveness_run_the_probe_command(example):
     for name, role in (("kece-worker", "worker"), ("kece-probe-worker", "worker"), ("kece-beat", "beat")):
         (container,) = containers(find(example, "Deployment", name), init=False)
         argv = container["livenessProbe"]["exec"]["command"]
+        # An exec probe bypasses the image's entry point, which reads DATABASE_URL_FILE.
+        assert argv[0] == "kece-entrypoint", f"{name}: {argv}"
+        argv = argv[1:]
         assert argv == ["python", "-m", "kece.probe", role], f"{name}: {argv}"
         if probe_module.is_file() or (probe_module.with_suffix("") / "__main__.py").is_file():
             check_command(argv, f"{name} liveness")
