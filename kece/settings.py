@@ -316,6 +316,27 @@ KECE_STATS_CACHE_S = env.int("KECE_STATS_CACHE_S", default=60)
 if KECE_STATS_CACHE_S < 1:
     raise ImproperlyConfigured("KECE_STATS_CACHE_S must be at least 1")
 KECE_CLOCK_SKEW_MAX_MS = _positive_ms("KECE_CLOCK_SKEW_MAX_MS", 5_000)
+# Capacity advice (`judging.capacity`): the recent window the arrival rate and judge time are
+# measured over, how long that measure is served from the cache, the share of ready slots the
+# advice lets be busy on average, and the exam burst's defaults (an ACM participant's
+# submissions per problem; the seconds the burst should be judged within).
+KECE_CAPACITY_WINDOW_S = _count("KECE_CAPACITY_WINDOW_S", 3600, minimum=60)
+KECE_CAPACITY_CACHE_S = _count("KECE_CAPACITY_CACHE_S", 60, minimum=1)
+
+
+def _positive_number(name: str, default: float, *, maximum: float) -> float:
+    try:
+        value = env.float(name, default=default)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= maximum:
+        raise ImproperlyConfigured(f"{name} must be a number above 0 and at most {maximum:g}")
+    return value
+
+
+KECE_CAPACITY_UTILISATION = _positive_number("KECE_CAPACITY_UTILISATION", 0.8, maximum=1)
+KECE_EXAM_SUBMISSIONS_PER_PROBLEM = _positive_number("KECE_EXAM_SUBMISSIONS_PER_PROBLEM", 3.0, maximum=1000)
+KECE_EXAM_BURST_TARGET_S = _count("KECE_EXAM_BURST_TARGET_S", 60, minimum=1)
 KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
 if KECE_REJUDGE_BATCH < 1:
     raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")

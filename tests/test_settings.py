@@ -94,8 +94,13 @@ def test_a_bad_fair_use_limit_stops_the_start_and_names_itself(name, value):
     ("KECE_CANARY_MIN_INTERVAL_S", "hourly", "KECE_CANARY_MIN_INTERVAL_S must be a whole number"),
     ("KECE_CROSS_CHECK_RATE", "-5", "KECE_CROSS_CHECK_RATE must be 0 (off) or more"),
     ("KECE_CROSS_CHECK_QUARANTINE_AFTER", "0", "KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1"),
+    ("KECE_CAPACITY_UTILISATION", "1.5", "KECE_CAPACITY_UTILISATION must be a number above 0 and at most 1"),
+    ("KECE_CAPACITY_UTILISATION", "most", "KECE_CAPACITY_UTILISATION must be a number above 0 and at most 1"),
+    ("KECE_EXAM_SUBMISSIONS_PER_PROBLEM", "0", "KECE_EXAM_SUBMISSIONS_PER_PROBLEM must be a number above 0"),
+    ("KECE_CAPACITY_WINDOW_S", "10", "KECE_CAPACITY_WINDOW_S must be a whole number of at least 60"),
+    ("KECE_EXAM_BURST_TARGET_S", "soon", "KECE_EXAM_BURST_TARGET_S must be a whole number of at least 1"),
 ])
-def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
+def test_a_bad_verdict_check_or_capacity_setting_stops_the_start(name, value, message):
     run = _settings_of(SECRET_KEY="a production secret", **{name: value})
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
 

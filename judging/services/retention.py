@@ -46,7 +46,7 @@ from judging import artifacts
 from judging.clock import require_agreeing_clock
 from judging.locking import lock_jobs, update_locked_jobs
 from judging.models import EventState, JobAttempt, JobState, JudgeJob, Manifest, ReconcileReport, SettlementEvent
-from judging.services.snapshot import snapshot_digests
+from judging.services.snapshot import judged_data_digest, snapshot_digests
 from nodes.models import NodeAudit, NodeCheck
 
 logger = logging.getLogger("kece.retention")
@@ -164,7 +164,12 @@ def _slim_snapshot(snapshot, manifest_id):
 def _slim(job) -> tuple[dict, int]:
     """What a job's details become, and the bytes that saves."""
     becomes = {"result": _slim_result(job["result"]), "snapshot": _slim_snapshot(job["snapshot"], job["manifest_id"])}
-    return becomes, sum(_size(job[name]) - _size(value) for name, value in becomes.items())
+    saved = sum(_size(job[name]) - _size(value) for name, value in becomes.items())
+    if job["state"] == JobState.COMPLETED and not job["settled_manifest_digest"]:
+        # Judged before provenance was recorded: its history works the digest of the test data
+        # out from the snapshot's cases, which go, so the digest is recorded first.
+        becomes["settled_manifest_digest"] = judged_data_digest(job["snapshot"] or {})
+    return becomes, saved
 
 
 def job_details_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
@@ -180,7 +185,8 @@ def job_details_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
 
     def candidates(after, limit):
         jobs = list(due.filter(_after(after, "finished_at", "id")).order_by("finished_at", "id")
-                    .values("id", "finished_at", "result", "snapshot", "manifest_id")[:limit])
+                    .values("id", "finished_at", "state", "result", "snapshot", "manifest_id",
+                            "settled_manifest_digest")[:limit])
         messages = {}
         for job_id, message in JobAttempt.objects.filter(job_id__in=[j["id"] for j in jobs]).exclude(
                 message="").values_list("job_id", "message"):

@@ -118,6 +118,18 @@ def test_a_finished_job_keeps_its_details_until_the_age_and_then_only_its_judgem
     assert again.count == 0, "a pruned job is not taken twice"
 
 
+def test_a_job_judged_before_provenance_was_recorded_keeps_the_digest_of_its_test_data(algo, node_a):
+    _, identity = node_a
+    submission, job = _judged(UserFactory(), algo, identity)
+    JudgeJob.objects.filter(pk=job.pk).update(settled_manifest_digest="")  # as settled before the column
+    admin = token_client(make_admin())
+    before = admin.get(ADMIN + f"submissions/ALGO/{submission.pk}").json()["jobs"][0]["provenance"]
+    assert retention.job_details_prune(now=job.finished_at + 91 * DAY, policy=POLICY).count == 1
+    assert "cases" not in JudgeJob.objects.get(pk=job.pk).snapshot
+    after = admin.get(ADMIN + f"submissions/ALGO/{submission.pk}").json()["jobs"][0]["provenance"]
+    assert after == before and len(after["manifestDigest"]) == 64
+
+
 def test_job_details_go_a_batch_at_a_time_within_a_bounded_run(algo, node_a):
     _, identity = node_a
     jobs = [_judged(UserFactory(), algo, identity)[1] for _ in range(5)]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('judging', '0010_job_attempts_reconcile'),
+        ('judging', '0011_job_provenance_arrivals'),
         ('nodes', '0004_canary_integrity'),
     ]
 
