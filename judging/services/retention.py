@@ -12,8 +12,8 @@ What goes, and what stays because a student's history, an exam's result or a rej
   its snapshot's case list and SQL files (the manifest the job names keeps them; a job
   without one keeps its snapshot whole), and the free text a node sent with each lease the
   job lost (`judge_job_attempt.message`, shown nowhere). The job row stays with its state,
-  verdict, score, times, error and lease columns, and so does every attempt row: the
-  submission's history (its page, the admin API) is built from them. The submission keeps its
+  verdict, score, times, error, lease and provenance columns, and so does every attempt row:
+  the submission's history (its page, the admin API) is built from them. The submission keeps its
   own result, cases, compile output and code; exam scores and best results are rows of their
   own; a rejudge reads the code and the problem's current manifest. The age is in whole days,
   past what reads a finished job's details: a cross-check copies the original's snapshot
