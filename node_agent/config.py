@@ -49,6 +49,7 @@ class Config:
     stop_grace_ms: int
     job_max_ms: int
     cache_max_mb: int
+    cache_low_mb: int
     sql_sweep_ms: int
     claim_jitter_ms: int
     log_level: str
@@ -232,6 +233,11 @@ def load(env: dict[str, str]) -> Config:
     sandbox_uid = _int(env, "JUDGE_SANDBOX_UID", 65534, 1, 2**31 - 1) if is_root else None
     sandbox_gid = _int(env, "JUDGE_SANDBOX_GID", 65534, 1, 2**31 - 1) if is_root else None
 
+    cache_max_mb = _int(env, "JUDGE_CACHE_MAX_MB", 2048, 16, 1 << 22)
+    cache_low_mb = _int(env, "JUDGE_CACHE_LOW_MB", cache_max_mb * 3 // 4, 0, 1 << 22)
+    if cache_low_mb > cache_max_mb:
+        raise ConfigError(f"JUDGE_CACHE_LOW_MB ({cache_low_mb}) must not exceed JUDGE_CACHE_MAX_MB ({cache_max_mb})")
+
     return Config(
         pool=pool,
         control_url=control_url,
@@ -250,7 +256,8 @@ def load(env: dict[str, str]) -> Config:
         sandbox_gid=sandbox_gid,
         stop_grace_ms=_int(env, "JUDGE_STOP_GRACE_MS", 30000, 0, 3_600_000),
         job_max_ms=_int(env, "JUDGE_JOB_MAX_MS", 900_000, 10_000, 24 * 3_600_000),
-        cache_max_mb=_int(env, "JUDGE_CACHE_MAX_MB", 2048, 16, 1 << 22),
+        cache_max_mb=cache_max_mb,
+        cache_low_mb=cache_low_mb,
         sql_sweep_ms=_int(env, "JUDGE_SQL_SWEEP_MS", 300_000, 1000, 24 * 3_600_000),
         claim_jitter_ms=_int(env, "JUDGE_CLAIM_JITTER_MS", 500, 0, 60_000),
         log_level=_log_level(env),
