@@ -13,6 +13,8 @@ import signal
 import ssl
 import sys
 
+from prometheus_client import disable_created_metrics
+
 from . import AGENT_VERSION, cgroups, log
 from .client import Client
 from .config import Config, ConfigError, load
@@ -136,6 +138,9 @@ def main() -> int:
         return fail(EXIT_RUNTIME, str(exc))
 
     identity = Identity(config.pool, config.runtime_spec)
+    # No `_created` series next to each counter: the agent's restarts show in its own
+    # counters going back to zero, and the extra series would double what is scraped.
+    disable_created_metrics()
     metrics = AgentMetrics()
     if config.health_listen is not None:
         try:

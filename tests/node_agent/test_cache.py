@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from node_agent.cache import ArtifactCache, ArtifactError
+from node_agent.cache import ArtifactCache, ArtifactError, DiskFull
+from tests.disks import small_disk
 
 
 def entry(data: bytes) -> dict:
@@ -130,3 +131,32 @@ def test_the_cache_remembers_what_an_earlier_run_left(tmp_path):
     again = ArtifactCache(tmp_path / "cache", high_bytes=15, low_bytes=10)
     assert again.total_bytes == 10 and not old.exists() and new.exists()
     assert not (old.parent / ".leftover.part").exists()
+
+
+KiB = 1024
+
+
+def test_a_full_disk_evicts_what_no_job_holds_and_tries_once_more(tmp_path):
+    with small_disk(tmp_path / "cache", size_kb=4096) as disk:
+        evicted = []
+        cache = ArtifactCache(disk, high_bytes=1 << 30, on_evict=evicted.append)  # the disk, not the budget, is full
+        old = [cache.get(entry(data), fetcher(data, [])) for data in (bytes([i]) * 700 * KiB for i in range(4))]
+        running = cache.pins()
+        held = running.get(entry(b"h" * 100 * KiB), fetcher(b"h" * 100 * KiB, []))
+        data, calls = b"n" * 1500 * KiB, []
+        path = cache.pins().get(entry(data), fetcher(data, calls))
+        assert path.read_bytes() == data and len(calls) == 2, "fetched again after the first try hit ENOSPC"
+        assert evicted == [2] and not old[0].exists() and not old[1].exists(), "the least recently used went"
+        assert old[2].exists() and old[3].exists() and held.exists()
+        assert not any(p.name.startswith(".") for p in disk.rglob("*")), "no partial file left"
+
+
+def test_a_disk_full_of_files_in_use_is_an_infrastructure_error(tmp_path):
+    with small_disk(tmp_path / "cache", size_kb=4096) as disk:
+        cache = ArtifactCache(disk)
+        held = cache.pins().get(entry(b"h" * 3000 * KiB), fetcher(b"h" * 3000 * KiB, []))
+        with pytest.raises(DiskFull) as err:
+            cache.pins().get(entry(b"n" * 1500 * KiB), fetcher(b"n" * 1500 * KiB, []))
+        assert err.value.code == "disk_full" and err.value.needed == 1500 * KiB
+        assert held.exists() and cache.total_bytes == 3000 * KiB
+        assert not any(p.name.startswith(".") for p in disk.rglob("*")), "no partial file left"
