@@ -258,7 +258,10 @@ class ArtifactCache:
                     break  # what is left is in use: it stays, over budget or not
                 self._bytes -= self._index.pop(victim)
                 # Unlinked under the guard: a job pinning it now waits, then fetches it again.
-                self.path_for(victim).unlink(missing_ok=True)
+                try:
+                    self.path_for(victim).unlink(missing_ok=True)
+                except OSError:
+                    pass  # out of the index all the same; the next start's scan finds it again
             removed += 1
         if removed:
             self.evictions += removed

@@ -101,7 +101,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _not_allowed(self):
         allowed = urlsplit(self.path).path in self._paths()
-        self._send(405 if allowed else 404, {"error": "not_found", "detail": "only GET " + " and GET ".join(self._paths())})
+        detail = "only GET " + " and GET ".join(self._paths())
+        self._send(405 if allowed else 404, {"error": "not_found", "detail": detail})
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_allowed
 
