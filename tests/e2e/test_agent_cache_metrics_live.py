@@ -98,6 +98,29 @@ def test_a_full_disk_is_an_infrastructure_error_and_the_agent_claims_again_once_
             agent.kill()  # before the disk goes
 
 
+def test_test_data_damaged_in_the_agents_cache_is_fetched_again_never_judged_with(agents):
+    need_pool("python")
+    node = agents.register("python", slots=1)
+    workspace = agents.workspace()
+    agent = agents.start(node, slots=1, workspace=workspace)
+    agents.enable(node)
+    problem = problem_with_input(b"8\n", b"9\n")
+    code = "print(int(input()) + 1)\n"
+    first = submission_submit(user=UserFactory(), problem_id=problem.pk, language="python", code=code)
+    wait_for(lambda: terminal(first), 90, "the first job judged", agent)
+    expected = problem.current_manifest.cases[0]["output"]["digest"]
+    cached = workspace / "cache" / expected[:2] / expected
+    assert cached.read_bytes() == b"9\n"
+    cached.write_bytes(b"0\n")  # the disk flipped a bit: same size, other bytes
+
+    second = submission_submit(user=UserFactory(), problem_id=problem.pk, language="python", code=code)
+    wait_for(lambda: terminal(second), 90, "the second job judged", agent)
+    for submission in (first, second):
+        submission.refresh_from_db()
+        assert submission.verdict == "AC", "judged with the expected output the manifest names"
+    assert cached.read_bytes() == b"9\n", "fetched again"
+
+
 def test_the_agent_serves_its_metrics_on_the_health_port(agents):
     need_pool("python")
     node = agents.register("python", slots=1)
