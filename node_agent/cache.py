@@ -257,11 +257,17 @@ class ArtifactCache:
                 if victim is None:
                     break  # what is left is in use: it stays, over budget or not
                 self._bytes -= self._index.pop(victim)
-                # Unlinked under the guard: a job pinning it now waits, then fetches it again.
+            # Deleting is slow on a busy disk: done outside the guard, so jobs using other
+            # files are not held up. Under the file's own lock, a job that pinned it
+            # meanwhile has it back in the index (or will fetch it again after this).
+            with self._lock(victim):
+                with self._guard:
+                    if victim in self._pinned or victim in self._index:
+                        continue
                 try:
                     self.path_for(victim).unlink(missing_ok=True)
                 except OSError:
-                    pass  # out of the index all the same; the next start's scan finds it again
+                    continue  # out of the index all the same; the next start's scan finds it again
             removed += 1
         if removed:
             self.evictions += removed
