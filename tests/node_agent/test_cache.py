@@ -113,6 +113,65 @@ def test_pins_from_many_threads_keep_the_count(tmp_path):
     assert not path.exists()
 
 
+def test_a_file_a_job_pinned_is_never_taken_by_evictions_running_beside_it(tmp_path):
+    cache = ArtifactCache(tmp_path / "cache", high_bytes=30, low_bytes=0)
+    shared = b"s" * 10
+    done = threading.Event()
+    missing = []
+
+    def reader():
+        while not done.is_set():
+            pins = cache.pins()
+            path = pins.get(entry(shared), fetcher(shared, []))
+            for _ in range(20):
+                if not path.is_file() or path.read_bytes() != shared:
+                    missing.append(path)
+            pins.release()
+
+    def filler(n):
+        for i in range(300):
+            data = f"{n}-{i:06d}".encode().ljust(10, b".")
+            cache.get(entry(data), fetcher(data, []))
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    fillers = [threading.Thread(target=filler, args=(n,)) for n in range(2)]
+    for t in readers + fillers:
+        t.start()
+    for t in fillers:
+        t.join()
+    done.set()
+    for t in readers:
+        t.join()
+    assert missing == []
+    assert cache.evictions > 0, "evictions did run"
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert on_disk == cache.total_bytes, "the index and the disk agree"
+
+
+def test_a_job_that_pins_a_file_while_an_eviction_has_picked_it_keeps_it(tmp_path):
+    """The eviction deletes outside the index lock: a job may pin and check the file it
+    picked between the two steps, and must then keep it."""
+    cache = ArtifactCache(tmp_path / "cache", high_bytes=10, low_bytes=0)
+    old, new = b"o" * 10, b"n" * 10
+    path = cache.get(entry(old), fetcher(old, []))
+    job, got, came = cache.pins(), [], []
+    file_lock = cache._lock
+
+    def job_first(digest):
+        if digest == entry(old)["digest"] and not came:
+            came.append(True)
+            got.append(job.get(entry(old), fetcher(old, [])))  # the job comes in between
+        return file_lock(digest)
+
+    cache._lock = job_first
+    cache.get(entry(new), fetcher(new, []))  # past the budget: the old file is picked
+    assert got == [path] and path.read_bytes() == old, "the job's file stayed"
+    assert cache.total_bytes == 10 and cache.evictions == 1, "the new one, unpinned, went instead"
+    job.release()
+    cache.get(entry(b"m" * 10), fetcher(b"m" * 10, []))
+    assert not path.exists(), "released, it goes like any other"
+
+
 def test_a_file_damaged_on_disk_is_dropped_and_fetched_again(tmp_path):
     cache = ArtifactCache(tmp_path / "cache")
     data, calls = b"hello world\n", []
