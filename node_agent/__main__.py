@@ -144,7 +144,8 @@ def main() -> int:
     metrics = AgentMetrics()
     if config.health_listen is not None:
         try:
-            start_health(config.health_listen, config.tls_cert, config.tls_key, identity, metrics)
+            start_health(config.health_listen, config.tls_cert, config.tls_key, identity, metrics,
+                         metrics_token=config.metrics_token)
         except (OSError, ssl.SSLError) as exc:
             return fail(EXIT_CONFIG, f"configuration error: health endpoint on "
                         f"{config.health_listen[0]}:{config.health_listen[1]} cannot start: {exc}")

@@ -39,6 +39,7 @@ class Config:
     health_listen: tuple[str, int] | None
     tls_cert: Path | None
     tls_key: Path | None
+    metrics_token: str | None
     ca_file: Path | None
     mysql: MysqlTarget | None
     spec: RuntimeSpec
@@ -207,6 +208,10 @@ def load(env: dict[str, str]) -> Config:
     tls_key = _readable_file(env, "JUDGE_TLS_KEY")
     if health_listen and not (tls_cert and tls_key):
         raise ConfigError("JUDGE_TLS_CERT and JUDGE_TLS_KEY are required while the health endpoint is on")
+    metrics_token = env.get("JUDGE_METRICS_TOKEN", "").strip() or None
+    if metrics_token is not None and (len(metrics_token) < 16 or not metrics_token.isprintable()
+                                      or " " in metrics_token):
+        raise ConfigError("JUDGE_METRICS_TOKEN must be at least 16 printable characters without spaces")
 
     mysql = None
     if pool == "mysql":
@@ -247,6 +252,7 @@ def load(env: dict[str, str]) -> Config:
         health_listen=health_listen,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        metrics_token=metrics_token,
         ca_file=_readable_file(env, "JUDGE_CA_FILE"),
         mysql=mysql,
         spec=spec,

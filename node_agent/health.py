@@ -5,9 +5,11 @@
 exactly as sent. The claim credential is never involved. Anything else is 404; a missing or
 malformed challenge is 400.
 
-``GET /metrics`` is the agent's Prometheus exposition (``metrics.py``). It needs no key, like
-the probe's own path: it holds counts, sizes and ages only — no credential, probe key, job,
-submission or user — and the endpoint is on the judge network, not the public one.
+``GET /metrics`` is the agent's Prometheus exposition (``metrics.py``). It asks for no key
+unless ``JUDGE_METRICS_TOKEN`` is set (then ``Authorization: Bearer <token>``, else 401): it
+holds counts, sizes and ages only — no credential, probe key, job, submission or user — and
+the endpoint is on the judge network, not the public one. The probe key is never the
+scraper's password: it proves the node to the server, and a scraper should not hold it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     identity: Identity
     metrics: AgentMetrics | None
+    metrics_token: str | None
 
     def log_message(self, fmt, *args):  # access log through our own format
         log.event(logger, 10, "health request", peer=self.client_address[0], line=fmt % args)
@@ -69,6 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_metrics(self) -> None:
+        if self.metrics_token is not None:
+            given = self.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.metrics_token}".encode()):
+                return self._send(401, {"error": "unauthorized", "detail": "Authorization: Bearer <token> required"})
         data = self.metrics.render()
         self.send_response(200)
         self.send_header("Content-Type", CONTENT_TYPE)
@@ -128,12 +135,13 @@ class _TLSServer(ThreadingHTTPServer):
 
 
 def start(listen: tuple[str, int], cert: Path, key: Path, identity: Identity,
-          metrics: AgentMetrics | None = None) -> ThreadingHTTPServer:
+          metrics: AgentMetrics | None = None, metrics_token: str | None = None) -> ThreadingHTTPServer:
     """Bind and serve in a daemon thread. Raises OSError/ssl.SSLError on bad address or PEM files."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))
-    handler = type("HealthHandler", (_Handler,), {"identity": identity, "metrics": metrics})
+    handler = type("HealthHandler", (_Handler,), {"identity": identity, "metrics": metrics,
+                                                  "metrics_token": metrics_token})
     server = _TLSServer(listen, handler, context)
     thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
     thread.start()

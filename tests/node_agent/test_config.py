@@ -50,3 +50,11 @@ def test_the_cache_watermarks(tmp_path):
         load(base_env(tmp_path, JUDGE_CACHE_MAX_MB="100", JUDGE_CACHE_LOW_MB="101"))
     with pytest.raises(ConfigError, match="JUDGE_CACHE_LOW_MB"):
         load(base_env(tmp_path, JUDGE_CACHE_LOW_MB="-1"))
+
+
+def test_the_metrics_token(tmp_path):
+    assert load(base_env(tmp_path)).metrics_token is None
+    assert load(base_env(tmp_path, JUDGE_METRICS_TOKEN="k" * 16)).metrics_token == "k" * 16
+    for bad in ("short", "sixteen chars ok", "k" * 15 + "\x07"):
+        with pytest.raises(ConfigError, match="JUDGE_METRICS_TOKEN"):
+            load(base_env(tmp_path, JUDGE_METRICS_TOKEN=bad))

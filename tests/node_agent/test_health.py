@@ -28,20 +28,30 @@ def endpoint(tmp_path):
     leaf.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "node.pem"))
     leaf.private_key_pem.write_to_path(str(tmp_path / "node.key"))
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    identity = Identity("python", "python-r1")
-    metrics = AgentMetrics()
-    server = start(("127.0.0.1", 0), tmp_path / "node.pem", tmp_path / "node.key", identity, metrics)
-    base = f"https://127.0.0.1:{server.server_address[1]}"
+    servers = []
 
-    def get(path, method="GET"):
-        return requests.request(method, base + path, verify=str(tmp_path / "ca.pem"), timeout=10)
+    def open_endpoint(token=None):
+        identity = Identity("python", "python-r1")
+        metrics = AgentMetrics()
+        server = start(("127.0.0.1", 0), tmp_path / "node.pem", tmp_path / "node.key", identity, metrics,
+                       metrics_token=token)
+        servers.append(server)
+        base = f"https://127.0.0.1:{server.server_address[1]}"
 
-    yield SimpleNamespace(get=get, identity=identity, metrics=metrics)
-    server.shutdown()
-    server.server_close()
+        def get(path, method="GET", **headers):
+            return requests.request(method, base + path, verify=str(tmp_path / "ca.pem"), timeout=10,
+                                    headers=headers)
+
+        return SimpleNamespace(get=get, identity=identity, metrics=metrics)
+
+    yield open_endpoint
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 def test_metrics_are_served_beside_the_probe_which_answers_as_before(endpoint):
+    endpoint = endpoint()
     endpoint.metrics.claimed(1)
     scraped = endpoint.get("/metrics")
     assert scraped.status_code == 200
@@ -57,3 +67,12 @@ def test_metrics_are_served_beside_the_probe_which_answers_as_before(endpoint):
     assert endpoint.get("/metrics", "POST").status_code == 405
     assert endpoint.get("/healthz?challenge=00ff00ff", "POST").status_code == 405
     assert endpoint.get("/metricsz").status_code == 404
+
+
+def test_with_a_token_metrics_need_it_and_the_probe_does_not(endpoint):
+    endpoint = endpoint(token="t" * 24)
+    endpoint.identity.set(5, "pk_secret")
+    assert endpoint.get("/metrics").status_code == 401
+    assert endpoint.get("/metrics", Authorization="Bearer " + "u" * 24).status_code == 401
+    assert endpoint.get("/metrics", Authorization="Bearer " + "t" * 24).status_code == 200
+    assert endpoint.get("/healthz?challenge=00ff00ff").status_code == 200, "the server's probe sends no token"
