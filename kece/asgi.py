@@ -26,7 +26,7 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-from kece import lanes  # noqa: E402
+from kece import health, lanes  # noqa: E402
 from kece.bodies import limit_request_bodies  # noqa: E402
 
 
@@ -124,7 +124,11 @@ async def route_http(scope, receive, send):
     if scope["type"] == "http":
         path = scope.get("path", "")
         if path == CLAIM_PATH:
-            await asgi_claim(scope, receive, send)
+            health.long_poll_started()  # a draining process waits for these (`kece.health`)
+            try:
+                await asgi_claim(scope, receive, send)
+            finally:
+                health.long_poll_ended()
             return
         if path.startswith(INTERNAL_PREFIX):
             result = RESULT_PATH.fullmatch(path)

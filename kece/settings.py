@@ -349,6 +349,11 @@ def _not_negative(name: str, default: int) -> int:
     return value
 
 
+# After SIGTERM a web process answers /readyz 503 and goes on serving until no long poll
+# waits in it, for at most this long (`kece.health.drain_on_sigterm`): by default the
+# longest claim wait, so the long polls already waiting get their answer. 0: stop at once.
+KECE_DRAIN_MS = _not_negative("KECE_DRAIN_MS", KECE_CLAIM_WAIT_MS)
+
 KECE_CANARY_RATE = _not_negative("KECE_CANARY_RATE", 200)
 KECE_CANARY_MIN_INTERVAL_S = _not_negative("KECE_CANARY_MIN_INTERVAL_S", 3600)
 KECE_CROSS_CHECK_RATE = _not_negative("KECE_CROSS_CHECK_RATE", 100)
