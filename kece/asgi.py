@@ -140,7 +140,35 @@ async def route_http(scope, receive, send):
     await django_application(scope, receive, send)
 
 
-application = limit_request_bodies(route_http)
+def with_request_id(app):
+    """Every HTTP request gets an id (`kece.logging.accepted_request_id`: the proxy's or the
+    client's `X-Request-ID` when sane, else a new one), on each log line emitted while
+    serving it and in the answer's `X-Request-ID`."""
+    from kece.logging import accepted_request_id, request_id
+
+    async def identified(scope, receive, send):
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        offered = next((value for name, value in scope.get("headers", []) if name == b"x-request-id"), b"")
+        current = accepted_request_id(offered.decode("latin-1"))
+        header = (b"x-request-id", current.encode())
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            await send(message)
+
+        token = request_id.set(current)
+        try:
+            await app(scope, receive, send_with_id)
+        finally:
+            request_id.reset(token)
+
+    return identified
+
+
+application = with_request_id(limit_request_bodies(route_http))
 
 
 # --- WebSockets: the console's live channel, in front of the HTTP app above ---------------------

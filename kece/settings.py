@@ -156,6 +156,9 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # `celery worker --beat` keeps its schedule with the other state, not in the working folder.
 CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
+# Beat ticks at least this often, each tick a sign of life for `python -m kece.probe beat`.
+CELERY_BEAT_SCHEDULER = "kece.celery:HeartbeatScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 30  # kece.probe.INTERVAL_S["beat"]
 # Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
 # own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
 # worker started without --queues serves both.
@@ -400,14 +403,18 @@ KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 360000)
 # Accept nodes whose agent runs user code in the weak (rlimit-only) sandbox. Development only.
 KECE_ALLOW_WEAK_SANDBOX = env.bool("KECE_ALLOW_WEAK_SANDBOX", default=False)
 
-# --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
+# --- logging: one JSON object per line (`kece.logging`), secrets redacted ---------------------
 
 LOG_LEVEL = env.str("KECE_LOG_LEVEL", default="INFO")
+LOG_FORMAT = env.str("KECE_LOG_FORMAT", default="json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"KECE_LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"kv": {"()": "kece.logging.KeyValueFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "formatters": {"line": {"()": {"json": "kece.logging.JsonFormatter", "text": "kece.logging.TextFormatter"}[LOG_FORMAT]}},
+    "filters": {"request": {"()": "kece.logging.RequestIdFilter"}, "redact": {"()": "kece.logging.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["request", "redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # Django's own loggers go through the one formatter; refused requests (401, 409 …)

@@ -408,9 +408,24 @@ def test_healthchecks_are_valid(compose):
             continue
         if test[0] == "CMD" and test[1] in ("python", "python3") and test[2] == "-c":
             compile(test[3], f"{name} healthcheck", "exec")
+        if test[0] == "CMD" and test[1:3] == ["python", "-m"]:
+            check_command(test[1:], f"{name} healthcheck")
         shell = test[1] if test[0] == "CMD-SHELL" else ""
-        if shell.startswith("celery"):
-            check_command(shlex.split(shell.split(">")[0])[:3], f"{name} healthcheck")
+        for command in shell.split("&&"):
+            if command.strip().startswith(("celery", "python -m")):
+                check_command(shlex.split(command.split(">")[0]), f"{name} healthcheck")
+
+
+def test_web_is_healthy_when_ready_and_celery_processes_when_their_loops_beat(compose):
+    """The web healthcheck asks /readyz (so a draining or unmigrated process is not
+    healthy); the workers' probes read the heartbeats their loops leave (kece/probe.py),
+    the beat's too where it runs."""
+    services = compose["services"]
+    assert "'/readyz'" in " ".join(services["web"]["healthcheck"]["test"])
+    for name, kinds in (("worker", ["worker", "beat"]), ("probe-worker", ["worker"])):
+        test = " ".join(services[name]["healthcheck"]["test"][1:])
+        assert re.findall(r"python -m kece\.probe (\w+)", test) == kinds, test
+        assert "--beat" in services[name]["command"] or "beat" not in kinds
 
 
 def test_documented_management_commands_exist():
