@@ -423,6 +423,11 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.db.backends": {"level": "INFO"},
         "kece": {"level": LOG_LEVEL},
+        # uvicorn's own lines (start, stop, access) in the same format; their levels stay
+        # what uvicorn's --log-level set.
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.error": {"handlers": [], "propagate": True},
+        "uvicorn.access": {"handlers": ["console"], "propagate": False},
     },
 }
 

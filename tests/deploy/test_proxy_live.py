@@ -139,3 +139,14 @@ def test_a_body_over_the_limit_gets_the_contracts_413_from_the_proxy(proxy):
         status, body = read_answer(tls)
     assert status == 413
     assert json.loads(body)["error"] == "too_large"
+
+
+def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
+    origin, _ = proxy
+    ca = str(tmp_path / "ca.pem")
+    made = [requests.get(origin + "/livez", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
+    # nginx's $request_id: 32 hex digits, a new one for each request.
+    assert all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in made) and made[0] != made[1]
+    kept = requests.get(origin + "/livez", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
+    assert kept.headers["X-Request-ID"] == "client-chosen-id-1"
+    assert "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text()
