@@ -11,7 +11,6 @@ and a reply from every pool process, each time the healthcheck runs.
 import os
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,9 +19,10 @@ STALE_AFTER_S = {kind: 6 * seconds for kind, seconds in INTERVAL_S.items()}
 
 
 def heartbeat_file(kind: str) -> Path:
+    from django.conf import settings
+
     # Per host name: containers that share a volume do not vouch for one another.
-    folder = os.environ.get("KECE_PROCESS_HEARTBEAT_DIR") or tempfile.gettempdir()
-    return Path(folder) / f"kece-{kind}-{socket.gethostname()}.alive"
+    return Path(settings.KECE_PROCESS_HEARTBEAT_DIR) / f"kece-{kind}-{socket.gethostname()}.alive"
 
 
 def touch(kind: str) -> None:
@@ -57,4 +57,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")  # read, not set up: no apps load
     sys.exit(main(sys.argv[1:]))

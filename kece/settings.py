@@ -6,6 +6,7 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 
 import ipaddress
 import re
+import tempfile
 from pathlib import Path
 
 import environ
@@ -159,6 +160,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
 # Beat ticks at least this often, each tick a sign of life for `python -m kece.probe beat`.
 CELERY_BEAT_SCHEDULER = "kece.celery:HeartbeatScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 30  # kece.probe.INTERVAL_S["beat"]
+# Where the worker and beat leave their heartbeat files for `python -m kece.probe`.
+KECE_PROCESS_HEARTBEAT_DIR = env.str("KECE_PROCESS_HEARTBEAT_DIR", default=tempfile.gettempdir())
 # Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
 # own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
 # worker started without --queues serves both.

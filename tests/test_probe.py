@@ -20,13 +20,13 @@ def run_probe(kind, env):
 
 
 @pytest.fixture
-def heartbeat_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("KECE_PROCESS_HEARTBEAT_DIR", str(tmp_path))
+def heartbeat_dir(tmp_path, settings):
+    settings.KECE_PROCESS_HEARTBEAT_DIR = str(tmp_path)
     return tmp_path
 
 
 def test_a_missing_or_stale_heartbeat_fails_the_probe_and_a_fresh_one_passes(heartbeat_dir):
-    env = dict(os.environ)
+    env = {**os.environ, "KECE_PROCESS_HEARTBEAT_DIR": str(heartbeat_dir)}
     assert run_probe("worker", env).returncode == 1
     probe.touch("worker")
     assert run_probe("worker", env).returncode == 0
