@@ -2,7 +2,6 @@
 heartbeat that the container healthcheck reads."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,7 +10,7 @@ import pytest
 
 from kece import probe
 from tests.concurrency import wait_until
-from tests.live import ROOT
+from tests.live import ROOT, stop_process_group
 
 
 def run_probe(kind, env):
@@ -52,9 +51,4 @@ def test_a_running_worker_with_beat_passes_both_probes(heartbeat_dir, tmp_path):
         wait_until(lambda: probe.heartbeat_file("worker").stat().st_mtime > first, timeout=60,
                    message="the worker touches its heartbeat again")
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(5)
+        stop_process_group(worker, 30)

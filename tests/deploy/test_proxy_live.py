@@ -27,7 +27,7 @@ from django.test import Client
 
 from tests.api.helpers import make_admin
 from tests.deploy.test_compose import NGINX_CONF
-from tests.live import LiveServer, free_port, read_answer
+from tests.live import LiveServer, free_port, read_answer, stop_process_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -106,13 +106,8 @@ def proxy(tmp_path):
                 time.sleep(0.1)
         yield origin, client_tls
     finally:
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        if process is not None:
+            stop_process_group(process, 10)
         server.stop()
 
 

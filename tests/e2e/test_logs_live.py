@@ -3,8 +3,6 @@ writing one JSON object per line; one job's lines found by its id in all three, 
 submit's request id on the web's lines about it."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
 
@@ -13,7 +11,7 @@ import pytest
 from judging.models import EventState, JobState, JudgeJob, SettlementEvent
 from tests.e2e.conftest import Agents, api_session, need_pool, start_server, wait_for
 from tests.factories import UserFactory, make_problem
-from tests.live import ROOT
+from tests.live import ROOT, stop_process_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -43,12 +41,7 @@ def worker(tmp_path):
 
     yield start
     for process in started:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        stop_process_group(process, 30)
 
 
 def test_a_jobs_lines_are_json_and_found_by_its_id_in_web_worker_and_agent_logs(tls, tmp_path, settings, worker):
