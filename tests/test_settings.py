@@ -90,9 +90,16 @@ def test_a_bad_fair_use_limit_stops_the_start_and_names_itself(name, value):
     ("KECE_CANARY_MIN_INTERVAL_S", "hourly", "KECE_CANARY_MIN_INTERVAL_S must be a whole number"),
     ("KECE_CROSS_CHECK_RATE", "-5", "KECE_CROSS_CHECK_RATE must be 0 (off) or more"),
     ("KECE_CROSS_CHECK_QUARANTINE_AFTER", "0", "KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1"),
+])
+def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
+    run = _settings_of(SECRET_KEY="a production secret", **{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
+
+
+@pytest.mark.parametrize("name, value, message", [
     ("KECE_LOG_FORMAT", "xml", "KECE_LOG_FORMAT must be json or text"),
     ("KECE_DRAIN_MS", "-1", "KECE_DRAIN_MS must be 0 (off) or more"),
 ])
-def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
+def test_a_bad_log_format_or_drain_time_stops_the_start(name, value, message):
     run = _settings_of(SECRET_KEY="a production secret", **{name: value})
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr

@@ -408,12 +408,16 @@ def test_healthchecks_are_valid(compose):
             continue
         if test[0] == "CMD" and test[1] in ("python", "python3") and test[2] == "-c":
             compile(test[3], f"{name} healthcheck", "exec")
-        if test[0] == "CMD" and test[1:3] == ["python", "-m"]:
-            check_command(test[1:], f"{name} healthcheck")
-        shell = test[1] if test[0] == "CMD-SHELL" else ""
-        for command in shell.split("&&"):
-            if command.strip().startswith(("celery", "python -m")):
-                check_command(shlex.split(command.split(">")[0]), f"{name} healthcheck")
+        # A healthcheck does not pass the image's entry point; one that reads the settings
+        # runs it itself (it turns DATABASE_URL_FILE into DATABASE_URL).
+        commands = [test[1:]] if test[0] == "CMD" else [shlex.split(c.split(">")[0]) for c in test[1].split("&&")]
+        for argv in commands:
+            if argv[0] == "kece-entrypoint":
+                argv = argv[1:]
+            elif argv[:3] == ["python", "-m", "kece.probe"]:
+                raise AssertionError(f"{name} healthcheck: the probe reads the settings; run it through kece-entrypoint")
+            if argv[0] == "celery" or argv[:2] == ["python", "-m"]:
+                check_command(argv, f"{name} healthcheck")
 
 
 def test_web_is_healthy_when_ready_and_celery_processes_when_their_loops_beat(compose):
