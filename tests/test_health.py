@@ -125,12 +125,14 @@ def test_a_database_without_the_migrations_is_not_ready(client, database_at, mon
 @pytest.mark.mariadb
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
-def test_on_sigterm_the_server_says_draining_serves_its_long_poll_then_exits(tmp_path):
-    """A real uvicorn process: after SIGTERM `/readyz` is 503 `draining` at once, the claim
-    that was waiting still gets the job submitted meanwhile, and then the process exits."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_on_sigterm_the_server_says_draining_serves_its_long_poll_then_exits(tmp_path, workers):
+    """Real uvicorn (one process, or a supervisor that passes SIGTERM on to two): after
+    SIGTERM `/readyz` is 503 `draining` at once, the claim that was waiting still gets the
+    job submitted meanwhile, and then the server exits."""
     node, _ = make_node(pool="python", max_slots=1)
     problem = make_problem(languages=("python",))
-    server = LiveServer(env={"KECE_CLAIM_WAIT_MS": 30000}, log_path=tmp_path / "server.log")
+    server = LiveServer(env={"KECE_CLAIM_WAIT_MS": 30000}, log_path=tmp_path / "server.log", workers=workers)
     with server:
         def verbose():
             return requests.get(server.url + "/readyz?verbose", timeout=10)
