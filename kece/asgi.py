@@ -9,8 +9,10 @@
 - Everything else is the ordinary Django application, its synchronous middleware and view
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
-- Lifespan: the node-change subscription starts with the server; in the embedded default
-  the in-process scheduler starts and stops with it.
+- Lifespan: the node-change subscription starts with the server, and the drain on
+  SIGTERM (`kece.health`) is put in front of uvicorn's; in the embedded default the
+  in-process scheduler starts and stops with it.
+- Every HTTP request has an id (`with_request_id`) on its log lines and in its answer.
 """
 
 import os
