@@ -9,8 +9,10 @@
 - Everything else is the ordinary Django application, its synchronous middleware and view
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
-- Lifespan: the node-change subscription starts with the server; in the embedded default
-  the in-process scheduler starts and stops with it.
+- Lifespan: the node-change subscription starts with the server, and the drain on
+  SIGTERM (`kece.health`) is put in front of uvicorn's; in the embedded default the
+  in-process scheduler starts and stops with it.
+- Every HTTP request has an id (`with_request_id`) on its log lines and in its answer.
 """
 
 import os
@@ -26,7 +28,7 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-from kece import lanes  # noqa: E402
+from kece import health, lanes  # noqa: E402
 from kece.bodies import limit_request_bodies  # noqa: E402
 
 
@@ -124,7 +126,11 @@ async def route_http(scope, receive, send):
     if scope["type"] == "http":
         path = scope.get("path", "")
         if path == CLAIM_PATH:
-            await asgi_claim(scope, receive, send)
+            health.long_poll_started()  # a draining process waits for these (`kece.health`)
+            try:
+                await asgi_claim(scope, receive, send)
+            finally:
+                health.long_poll_ended()
             return
         if path.startswith(INTERNAL_PREFIX):
             result = RESULT_PATH.fullmatch(path)
@@ -136,7 +142,35 @@ async def route_http(scope, receive, send):
     await django_application(scope, receive, send)
 
 
-application = limit_request_bodies(route_http)
+def with_request_id(app):
+    """Every HTTP request gets an id (`kece.logging.accepted_request_id`: the proxy's or the
+    client's `X-Request-ID` when sane, else a new one), on each log line emitted while
+    serving it and in the answer's `X-Request-ID`."""
+    from kece.logging import accepted_request_id, request_id
+
+    async def identified(scope, receive, send):
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        offered = next((value for name, value in scope.get("headers", []) if name == b"x-request-id"), b"")
+        current = accepted_request_id(offered.decode("latin-1"))
+        header = (b"x-request-id", current.encode())
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            await send(message)
+
+        token = request_id.set(current)
+        try:
+            await app(scope, receive, send_with_id)
+        finally:
+            request_id.reset(token)
+
+    return identified
+
+
+application = with_request_id(limit_request_bodies(route_http))
 
 
 # --- WebSockets: the console's live channel, in front of the HTTP app above ---------------------

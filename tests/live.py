@@ -104,6 +104,19 @@ def operator_environment(**values) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in own}, **{k: str(v) for k, v in values.items()}}
 
 
+def stop_process_group(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to the process's group (it was started in a session of its own), SIGKILL
+    after `grace` seconds."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
 class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
                  workers: int = 1):
@@ -162,13 +175,8 @@ class LiveServer:
 
     def stop(self):
         self.listener.close()
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
+        if self.process:
+            stop_process_group(self.process, 10)
         if self.database is not None:
             self.database.drop()
 

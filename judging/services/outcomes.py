@@ -95,7 +95,7 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
         from judging.wakeups import publish_after_commit
 
         publish_after_commit(job.pool)
-    logger.info("job requeued", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+    logger.info("job requeued", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
                                         "attempt": job.attempts, "availableAt": job.available_at.isoformat()})
 
 
@@ -131,7 +131,7 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
         write_events(job, submission, now=now)
     if job.kind == JobKind.DIAGNOSTIC:
         hooks.call(hooks.DIAGNOSTIC_FAILED, job, now=now, error=error, message=message)
-    logger.warning("job failed", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+    logger.warning("job failed", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
                                          "attempt": job.attempts})
 
 
@@ -158,4 +158,4 @@ def cancel(job, *, now, reason: str) -> None:
     job.error = reason
     job.lease_until = None
     save_locked(job, ["state", "finished_at", "error", "lease_until", "updated_at"])
-    logger.info("job cancelled", extra={"job": job.pk, "lease": job.lease_epoch, "reason": reason})
+    logger.info("job cancelled", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": reason})

@@ -27,7 +27,7 @@ from django.test import Client
 
 from tests.api.helpers import make_admin
 from tests.deploy.test_compose import NGINX_CONF
-from tests.live import LiveServer, free_port, read_answer
+from tests.live import LiveServer, free_port, read_answer, stop_process_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -106,13 +106,8 @@ def proxy(tmp_path):
                 time.sleep(0.1)
         yield origin, client_tls
     finally:
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        if process is not None:
+            stop_process_group(process, 10)
         server.stop()
 
 
@@ -139,3 +134,14 @@ def test_a_body_over_the_limit_gets_the_contracts_413_from_the_proxy(proxy):
         status, body = read_answer(tls)
     assert status == 413
     assert json.loads(body)["error"] == "too_large"
+
+
+def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
+    origin, _ = proxy
+    ca = str(tmp_path / "ca.pem")
+    made = [requests.get(origin + "/livez", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
+    # nginx's $request_id: 32 hex digits, a new one for each request.
+    assert all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in made) and made[0] != made[1]
+    kept = requests.get(origin + "/livez", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
+    assert kept.headers["X-Request-ID"] == "client-chosen-id-1"
+    assert "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text()
