@@ -6,8 +6,8 @@ and heavy problems whose test data is not yet on the nodes, beside the peers.
 
 - Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
   clients, 8 of them); simulated nodes (`dispatch.py`'s, 4 slots each) judge over the real
-  node API: each first downloads the job's test data it does not hold yet (cold cache:
-  heavy problems carry megabytes), then sleeps the job's judge time (a distribution per
+  node API: each first downloads the job's source and the test data it does not hold yet
+  (cold cache: heavy problems carry megabytes), as the agent does, then sleeps the job's judge time (a distribution per
   problem: light 50–150 ms, medium 150–450 ms, heavy 0.4–1.2 s) and posts the result with
   its next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production.
 - The mixed burst: 1 node of 4 slots per pool; a fifth of the work EXAM (an ACM exam's
@@ -119,14 +119,16 @@ class ColdNode(dispatch.SimNode):
     async def work(self, job):
         start = time.perf_counter()
         headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
-        for case in job["cases"]:
-            for entry in (case.get("input"), case.get("output")):
-                if entry and entry["digest"] not in self.held:
-                    url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
-                    async with self.http.session.get(url, headers=headers) as response:
-                        await response.read()
-                        assert response.status == 200, response.status
-                    self.held.add(entry["digest"])
+        files = [job["source"]] + [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
+        if job.get("sql"):
+            files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
+        for entry in files:  # the source, as the agent does, and the test data it lacks
+            if entry and entry["digest"] not in self.held:
+                url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
+                async with self.http.session.get(url, headers=headers) as response:
+                    await response.read()
+                    assert response.status == 200, response.status
+                self.held.add(entry["digest"])
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
         seconds = weight.judge_seconds(job["jobId"]) if weight else self.judge_seconds

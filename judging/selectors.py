@@ -126,20 +126,27 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
     """Check that `digest` may be downloaded under this live lease; return its path.
 
     Not this node's live lease → LeaseLost; not one of the job's files → NotInManifest.
+    The credential and session are checked again on the node's row, read with the job's
+    in the same statement: the caller may have been authenticated from the credential
+    cache (`judging.auth`), and a revoke, rotation or new session counts from its commit.
     The job's source enters the content store here, from its submission row, the first
     time a node asks for it (submitting writes no file).
     """
     from judging import artifacts
+    from judging.identity import check_node_identity
     from judging.models import JudgeJob
     from judging.services.snapshot import snapshot_digests
     from kece.errors import LeaseLost, NotInManifest
 
-    job = JudgeJob.objects.filter(pk=job_id).only(
+    job = JudgeJob.objects.filter(pk=job_id).select_related("node").only(
         "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot", "submission_type",
-        "submission_id").first()
+        "submission_id", "node__credential_digest", "node__revoked_at", "node__session_open",
+        "node__session_epoch").first()
+    if job is None or job.node_id is None or job.node_id != identity.node_id:
+        raise LeaseLost()
+    check_node_identity(job.node, identity)
     if (
-        job is None or job.state != JobState.RUNNING or job.node_id != identity.node_id
-        or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
+        job.state != JobState.RUNNING or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
         or job.lease_until is None or job.lease_until <= now
     ):
         raise LeaseLost()
