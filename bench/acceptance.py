@@ -433,7 +433,7 @@ def _until_done(count: int, start: float) -> float:
 # --- profiling ------------------------------------------------------------------------------
 
 def profiler(directory: Path, name: str) -> list:
-    return [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--rate", "250",
+    return [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--gil", "--rate", "100",
             "--format", "raw", "--output", str(directory / f"{name}.txt"), "--"]
 
 
@@ -444,7 +444,8 @@ def stop_profiler(process) -> None:
 
 
 def profile_top(path: Path, count: int = 20) -> None:
-    """The hottest functions of a py-spy raw (collapsed) profile: own samples and total."""
+    """The hottest functions of a py-spy raw (collapsed) profile, sampled only while a thread
+    holds the GIL (Python's CPU, no waits): own samples and total."""
     own, total, samples = Counter(), Counter(), 0
     for line in path.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
