@@ -481,15 +481,11 @@ def main():
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/11")
     setup("kece_bench_accept")
 
-    from django.conf import settings
     from django.db import connection
-    from rest_framework.authtoken.models import Token
-    from tests.factories import UserFactory, make_exam
+    from tests.factories import make_exam
     from tests.live import LiveServer
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    students = UserFactory.create_batch(64)
-    tokens = [Token.objects.create(user=user).key for user in students]
+    students, tokens = ingest.students_with_tokens(64)
     problems = {pool: {"pool": pool, **make_problems(pool)} for pool in POOLS}
     exam_problems = {pool: {"pool": pool, **make_problems(pool)} for pool in POOLS}
     exam = make_exam(*[p[w.name] for p in exam_problems.values() for w in WEIGHTS], mode="ACM",

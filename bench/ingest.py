@@ -219,6 +219,18 @@ def job_ids_of(submissions) -> list:
         connection.close()
 
 
+def students_with_tokens(count: int) -> tuple[list, list[str]]:
+    """`count` students and their API tokens (passwords hashed cheaply: a benchmark's
+    accounts are made by the dozen)."""
+    from django.conf import settings
+    from rest_framework.authtoken.models import Token
+    from tests.factories import UserFactory
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    students = UserFactory.create_batch(count)
+    return students, [Token.objects.create(user=user).key for user in students]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for a smoke run)")
@@ -229,15 +241,11 @@ def main():
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
     setup("kece_bench_ingest")
 
-    from django.conf import settings
     from django.db import connection
-    from rest_framework.authtoken.models import Token
-    from tests.factories import UserFactory, make_problem
+    from tests.factories import make_problem
     from tests.live import LiveServer
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    students = UserFactory.create_batch(64)
-    tokens = [Token.objects.create(user=user).key for user in students]
+    students, tokens = students_with_tokens(64)
     unserved = make_problem(languages=("cpp",), cases=2)  # no node serves cpp here
     judged = make_problem(languages=("python",), cases=2)
     connection.close()

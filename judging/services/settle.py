@@ -11,7 +11,8 @@ from django.db import transaction
 from judging import hooks
 from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked
+from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked, \
+    save_locked_together
 from judging.models import JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
@@ -275,6 +276,12 @@ def _another_node_serves(job, node_id: int, *, now) -> bool:
     return ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exclude(pk=node_id).exists()
 
 
+_COMPLETED_JOB_FIELDS = ("state", "finished_at", "result", "result_digest", "error", "error_message",
+                         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at")
+_JUDGED_SUBMISSION_FIELDS = ("verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
+                             "judged_generation", "judged_at")
+
+
 def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> None:
     result = request.canonical()
     job.state = JobState.COMPLETED
@@ -283,11 +290,8 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     job.result_digest = digest
     job.error = ""
     job.error_message = ""
-    save_locked(job, [
-        "state", "finished_at", "result", "result_digest", "error", "error_message",
-        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
-    ])
     if job.kind == JobKind.DIAGNOSTIC:
+        save_locked(job, _COMPLETED_JOB_FIELDS)
         hooks.call(hooks.DIAGNOSTIC_SETTLED, job, result, now=now)
         return
     submission.verdict = request.verdict
@@ -298,8 +302,8 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     submission.compile_output = result["compileOutput"]
     submission.judged_generation = job.generation
     submission.judged_at = now
-    save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
-                                   "judged_generation", "judged_at"])
+    # The job and the submission it judged, locked above, written in one statement.
+    save_locked_together((job, _COMPLETED_JOB_FIELDS), (submission, _JUDGED_SUBMISSION_FIELDS))
     if job.hidden:
         return  # graded by the server (`nodes.canaries_hidden`, `nodes.cross_checks`), counted nowhere
     outcomes.write_events(job, submission, now=now)

@@ -9,17 +9,8 @@ from judging import artifacts
 from judging.models import JudgeJob
 from nodes.models import JudgeNode
 from tests.api.helpers import INTERNAL
-from tests.judging.helpers import claim, submit
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def leased(student, problem, node_a):
-    node, identity = node_a
-    submit(student, problem)
-    [job] = claim(identity)
-    return node, job
 
 
 def _get(server, node, job, digest=None, *, lease=None, session=1, method="GET", credential=None):
