@@ -23,9 +23,10 @@ a result (result post to its answer) p95, last completion, jobs/s, SYSTEM_ERROR 
 that failed on infrastructure, refused submissions), makespan ÷ ideal (ideal: each pool's
 judge seconds ÷ its slots, the longest pool), the CPU of every process (seconds, peak
 cores) and its peak memory, the server's CPU per judged job (web + worker), and each pool's
-slot advice. `--profile DIR` runs the web server and the worker under py-spy for the queued
-300 burst and prints their top entries. Targets: server CPU per job over the queued burst at
-most 4 ms; its ratio no worse than the better peer's + 0.02; 300 over HTTP within 1.15.
+slot advice. `--profile DIR` runs the web server and the worker under a profiler for the
+queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and prints their top
+entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
+than the better peer's + 0.02; 300 over HTTP within 1.15.
 """
 
 import argparse
@@ -433,40 +434,33 @@ def _until_done(count: int, start: float) -> float:
 # --- profiling ------------------------------------------------------------------------------
 
 def profiler(directory: Path, name: str) -> list:
-    return [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--gil", "--rate", "100",
-            "--format", "raw", "--output", str(directory / f"{name}.txt"), "--"]
+    return [sys.executable, str(Path(__file__).with_name("cpu_profile.py")), str(directory / f"{name}.pstats")]
 
 
-def stop_profiler(process) -> None:
-    """py-spy writes its samples when interrupted."""
-    os.kill(process.pid, signal.SIGINT)
-    time.sleep(3)
+HOT_CODE = ("judging/", "kece/", "nodes/", "django/", "rest_framework/", "uvicorn/", "MySQLdb/", "asyncio/", "celery/")
 
 
 def profile_top(path: Path, count: int = 20) -> None:
-    """The hottest functions of a py-spy raw (collapsed) profile, sampled only while a thread
-    holds the GIL (Python's CPU, no waits): own samples and total."""
-    own, total, samples = Counter(), Counter(), 0
-    for line in path.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        frames = stack.split(";")
-        n = int(n)
-        samples += n
-        own[frames[-1]] += n
-        for frame in set(frames):
-            total[frame] += n
-    print(f"  {path.name}: {samples} samples")
-    print("    own:")
-    for frame, n in own.most_common(count):
-        print(f"      {100 * n / samples:5.1f} %  {frame}")
-    print("    total (with callees), project and library frames:")
-    shown = 0
-    for frame, n in total.most_common():
-        if "(" in frame and not frame.startswith(("<module>", "run (", "_bootstrap", "main (")):
-            print(f"      {100 * n / samples:5.1f} %  {frame}")
-            shown += 1
-            if shown == count:
-                break
+    """The hottest functions of a CPU profile (`cpu_profile.py`): own time and total time
+    (with callees), each against all the CPU the process's threads spent."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats
+    total = sum(tt for _cc, _nc, tt, _ct, _callers in stats.values())
+
+    def name(key):
+        file, line, function = key
+        short = file.split("site-packages/")[-1].split("/accept/")[-1]
+        return f"{function} ({short}:{line})"
+
+    print(f"  {path.name}: {total:.2f} CPU-s in all")
+    print("    own time:")
+    for key, (_cc, calls, tt, _ct, _) in sorted(stats.items(), key=lambda item: -item[1][2])[:count]:
+        print(f"      {100 * tt / total:5.1f} %  {calls:7d} calls  {name(key)}")
+    print("    total time (with callees), project and library code:")
+    hot = [(key, value) for key, value in stats.items() if any(part in key[0] for part in HOT_CODE)]
+    for key, (_cc, calls, _tt, ct, _) in sorted(hot, key=lambda item: -item[1][3])[:count + 10]:
+        print(f"      {100 * ct / total:5.1f} %  {calls:7d} calls  {name(key)}")
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -512,12 +506,7 @@ def main():
         with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_url, "KECE_CONN_MAX_AGE": "60"},
                                             prefix=prefix) as worker, dispatch.user_statistics(False):
             roots = {"web": server.process.pid, "worker": worker.pid, **shared}
-            try:
-                return body(server.url, roots)
-            finally:
-                if profile_dir:
-                    stop_profiler(server.process)
-                    stop_profiler(worker)
+            return body(server.url, roots)
 
     def run(name, base, roots, plan, nodes_per_pool, http, backlog=()):
         return asyncio.run(kece_run(name, base, plan, nodes_per_pool=nodes_per_pool, tokens=tokens, users=students,
@@ -551,7 +540,7 @@ def main():
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         with_server(1, lambda base, roots: results.__setitem__("profiled", run(
-            "300 queued, profiled (py-spy)", base, roots, python300, {"python": 4}, False)), args.profile)
+            "300 queued, profiled (cProfile: slower)", base, roots, python300, {"python": 4}, False)), args.profile)
 
     queued = results["queued300"]
     judge_times = [queued.records[j][1] for j in queued.jobs]
@@ -589,9 +578,10 @@ def main():
         print("  slot advice (the mixed burst's judge times, 300 of a pool's mix in 60 s):")
         slot_advice(results["mixed"])
     if args.profile:
-        print("  profile of the queued 300 burst (py-spy, active samples only):")
+        print("  CPU profile of the queued 300 burst's server (cProfile on each thread's CPU clock; the whole"
+              " life of the processes, start-up included):")
         for name in ("web", "worker"):
-            path = args.profile / f"{name}.txt"
+            path = args.profile / f"{name}.pstats"
             if path.exists():
                 profile_top(path)
 
