@@ -54,7 +54,9 @@ def main():
     # Before the interpreter joins the threads that are left (a server's pools may not end):
     # threading's own exit hooks run first.
     threading._register_atexit(_dump, out)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A server that shut down gracefully on SIGTERM raises it again with the handler it found:
+    # this one exits through the exit hooks, which write the profile.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     main_profile = cProfile.Profile(time.thread_time)
     profiles.append(main_profile)
     main_profile.enable()
