@@ -165,9 +165,10 @@ def update_rows(rows: list) -> None:
                        f" WHERE {' AND '.join(condition for condition, _ in keys)}", params + [pk for _, pk in keys])
 
 
-def load_joined(first: RowShape, second: RowShape, sql: str, params):
+def load_joined(first: RowShape, second: RowShape, sql: str, params, *, more: bool = False):
     """The first row of `sql` (`first`'s columns, then `second`'s) as a pair of instances,
-    or None if it finds no row."""
+    or None if it finds no row; with `more`, a triple whose last item is the row's further
+    columns (a tuple)."""
     connection = database()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -175,4 +176,6 @@ def load_joined(first: RowShape, second: RowShape, sql: str, params):
     if row is None:
         return None
     instance, rest = first.split(row, connection)
+    if more:
+        return instance, *second.split(rest, connection)
     return instance, second.build(rest, connection)
