@@ -4,7 +4,7 @@
 
 Submits N jobs, then node threads claim in batches and settle each job. Prints jobs per
 second, p50/p95 claim and settle transaction times, and SQL statements per job — a count
-that does not depend on the machine. Target: at most 12 statements per job at batch 8.
+that does not depend on the machine. Target: at most 10 statements per job at batch 8.
 """
 
 import argparse

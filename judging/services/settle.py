@@ -3,7 +3,7 @@
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
@@ -36,6 +36,11 @@ class CaseResult:
     memory_kb: int = 0
     score: int = 0
 
+    def as_dict(self) -> dict:
+        """`dataclasses.asdict`, without its deep copy of every field (one a case, per result)."""
+        return {"ordinal": self.ordinal, "verdict": self.verdict, "time_ms": self.time_ms,
+                "memory_kb": self.memory_kb, "score": self.score}
+
 
 @dataclass(frozen=True)
 class SettleRequest:
@@ -57,7 +62,7 @@ class SettleRequest:
             return {
                 "outcome": JUDGED, "verdict": self.verdict, "score": self.score, "timeMs": self.time_ms,
                 "memoryKb": self.memory_kb, "compileOutput": self.compile_output[:COMPILE_OUTPUT_LIMIT],
-                "cases": [asdict(c) for c in sorted(self.cases, key=lambda c: c.ordinal)],
+                "cases": [c.as_dict() for c in sorted(self.cases, key=lambda c: c.ordinal)],
                 "checks": [dict(c) for c in self.checks],
             }
         if self.outcome == INFRA_ERROR:
