@@ -288,9 +288,9 @@ def _job_facts(job_ids) -> tuple[dict, int]:
 
 
 async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roots, http: bool,
-                   backlog=()) -> Run:
+                   backlog=None) -> Run:
     """One burst: `plan` over HTTP (else queued in-process first), judged by cold nodes;
-    `backlog`: jobs queued just before it (a rejudge)."""
+    `backlog()`: queues jobs just before the first submission (a rejudge), their ids."""
     nodes = []
     for pool, count in nodes_per_pool.items():
         nodes += await asyncio.to_thread(dispatch.make_nodes, count, SLOTS, pool)
@@ -314,15 +314,17 @@ async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roo
         monitor = Monitor({**roots, "nodes": os.getpid()})
         monitor.start()
         if http:
+            backlog_ids = await asyncio.to_thread(backlog) if backlog else []
+            queued_at = time.perf_counter()
             go.set()
             start, committed, refused = await asyncio.to_thread(out.get, True, 300)
             submitter.join(10)
-            job_ids = list(backlog) + await asyncio.to_thread(ingest.job_ids_of, [s for s, _, _ in committed])
-            arrivals = {**{j: 0.0 for j in backlog},
-                        **{j: at - start for j, (_, at, _) in zip(job_ids[len(backlog):], committed)}}
+            job_ids = backlog_ids + await asyncio.to_thread(ingest.job_ids_of, [s for s, _, _ in committed])
+            arrivals = {**{j: queued_at - start for j in backlog_ids},
+                        **{j: at - start for j, (_, at, _) in zip(job_ids[len(backlog_ids):], committed)}}
             accept = [seconds for _, _, seconds in committed]
         else:
-            start, job_ids, refused, accept = timeline.nodes_started, list(backlog) + queued, 0, []
+            start, job_ids, refused, accept = timeline.nodes_started, queued, 0, []
             arrivals = {j: 0.0 for j in job_ids}
         while not all(j in timeline.done for j in job_ids):
             await asyncio.sleep(0.01)
@@ -353,6 +355,7 @@ def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> No
                 f" download p95 {_p95([run.records[j][2] for j in selected])}, last completion {last:.2f} s")
 
     print(f"  {run.name}: {len(jobs)} jobs, accepted {len(run.accept) if run.accept else len(jobs)}"
+          f"{' over HTTP' if run.accept else ' (queued)'}"
           f" (accept p95 {_p95(run.accept)}), SYSTEM_ERROR {run.failed + run.refused}"
           f" ({run.refused} refused); makespan {run.makespan:.2f} s, ideal {run.ideal():.2f} s,"
           f" ratio {run.ratio:.3f}; {len(jobs) / run.makespan:.1f} jobs/s;"
@@ -508,7 +511,7 @@ def main():
             roots = {"web": server.process.pid, "worker": worker.pid, **shared}
             return body(server.url, roots)
 
-    def run(name, base, roots, plan, nodes_per_pool, http, backlog=()):
+    def run(name, base, roots, plan, nodes_per_pool, http, backlog=None):
         return asyncio.run(kece_run(name, base, plan, nodes_per_pool=nodes_per_pool, tokens=tokens, users=students,
                                     roots=roots, http=http, backlog=backlog))
 
@@ -588,7 +591,8 @@ def main():
 
 def mixed_plan(problems, exam_problems, exam, students):
     """60 submissions per pool: a fifth exam answers, the rest practice, over HTTP; and a
-    REJUDGE backlog of 12 per pool queued now."""
+    REJUDGE backlog of 12 per pool: their submissions judged before, now; the function that
+    queues their rejudges."""
     from django.db import connection
     from django.utils import timezone
     from judging.models import JobState, JudgeJob, PriorityClass
@@ -603,11 +607,17 @@ def mixed_plan(problems, exam_problems, exam, students):
     first = _submit_queued(backlog_plan, students)
     try:
         JudgeJob.objects.filter(pk__in=first).update(state=JobState.COMPLETED)
-        rows = JudgeJob.objects.filter(pk__in=first).values_list("submission_type", "submission_id")
-        backlog = [submission_rejudge(submission_type=kind, submission_id=pk, now=timezone.now(),
-                                      priority_class=PriorityClass.REJUDGE).pk for kind, pk in rows]
+        rows = list(JudgeJob.objects.filter(pk__in=first).values_list("submission_type", "submission_id"))
     finally:
         connection.close()
+
+    def backlog() -> list[int]:
+        try:
+            return [submission_rejudge(submission_type=kind, submission_id=pk, now=timezone.now(),
+                                       priority_class=PriorityClass.REJUDGE).pk for kind, pk in rows]
+        finally:
+            connection.close()
+
     return plan, backlog
 
 
