@@ -4,7 +4,7 @@
 
 Submits N jobs, then node threads claim in batches and settle each job. Prints jobs per
 second, p50/p95 claim and settle transaction times, and SQL statements per job — a count
-that does not depend on the machine. Target: at most 12 statements per job at batch 8.
+that does not depend on the machine. Target: at most 10 statements per job at batch 8.
 """
 
 import argparse
@@ -153,7 +153,7 @@ def main():
     total = sum(per_job.values())
     print(f"  SQL statements per job: {total:.2f} (submit {per_job['submit']:.2f}, claim {per_job['claim']:.2f},"
           f" settle {per_job['settle']:.2f}); savepoints {totals['savepoint']}")
-    print(f"  target <= 12 statements per job at batch 8: {'met' if total <= 12 else 'NOT met'}")
+    print(f"  target <= 10 statements per job at batch 8: {'met' if total <= 10 else 'NOT met'}")
 
 
 if __name__ == "__main__":

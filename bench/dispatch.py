@@ -92,8 +92,12 @@ class SimNode:
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def judge(self, job):
+    async def work(self, job):
+        """What the slot does with the job before its result post: here, only wait."""
         await asyncio.sleep(self.judge_seconds)
+
+    async def judge(self, job):
+        await self.work(job)
         cases = [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 1, "memoryKb": 1, "score": c["weight"]}
                  for c in job["cases"]]
         body = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 1,
@@ -202,14 +206,16 @@ class NodeHttp:
             return response.status, await response.json(content_type=None)
 
 
-async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario):
+async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario, node_class=None):
+    """Run `nodes` as simulated nodes (`node_class`, SimNode unless given) while
+    `await scenario(timeline)` runs; its answer is returned."""
     import aiohttp
 
     timeline = Timeline()
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
         http = NodeHttp(session, base_url)
-        sims = [SimNode(http, n, slots, judge_seconds, timeline) for n in nodes]
+        sims = [(node_class or SimNode)(http, n, slots, judge_seconds, timeline) for n in nodes]
         stop = asyncio.Event()
         timeline.nodes_started = time.perf_counter()
         runners = [asyncio.create_task(s.run(stop)) for s in sims]
@@ -336,14 +342,15 @@ def _submit_when_told(user_ids: list[int], problem_id: int, count: int, go, out)
     out.put((started, committed))
 
 
-def list_makespan(arrivals: list, slots: int, busy_seconds: float) -> float:
+def list_makespan(arrivals: list, slots: int, busy_seconds) -> float:
     """The makespan of jobs arriving at `arrivals` (seconds, in order) on `slots` slots when
-    each job holds a slot for `busy_seconds`, starting as soon as it has arrived and a slot
-    is free: with `busy_seconds` the judge time alone, what a dispatcher that cost nothing
-    would reach."""
+    each job holds a slot for `busy_seconds` (one for all, or a list, one a job), starting
+    as soon as it has arrived and a slot is free: with `busy_seconds` the judge time alone,
+    what a dispatcher that cost nothing would reach."""
+    busy = busy_seconds if isinstance(busy_seconds, list) else [busy_seconds] * len(arrivals)
     free_at = [0.0] * slots
-    for arrival in arrivals:
-        heapq.heapreplace(free_at, max(free_at[0], arrival) + busy_seconds)
+    for arrival, seconds in zip(arrivals, busy):
+        heapq.heapreplace(free_at, max(free_at[0], arrival) + seconds)
     return max(free_at)
 
 
@@ -536,13 +543,15 @@ async def idle(base_url, count, seconds):
 
 
 @contextlib.contextmanager
-def celery_worker(env: dict):
+def celery_worker(env: dict, prefix=()):
+    """The Celery worker with beat, as Compose runs it; `prefix`: a command it runs under
+    (a profiler)."""
     import subprocess
     import tempfile
 
     schedule = tempfile.mktemp(prefix="kece-bench-beat-")
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat", "--concurrency", "1",
+        [*prefix, sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat", "--concurrency", "1",
          "--loglevel", "WARNING", "-s", schedule], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
     try:

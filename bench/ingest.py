@@ -50,13 +50,15 @@ class Clients:
     """aiohttp, one connection per client: the load generator shares the machine with the
     server, so it spends as little CPU per request as it can."""
 
-    def __init__(self, session, base_url: str, tokens: list[str], problem_id: int, language: str):
+    def __init__(self, session, base_url: str, tokens: list[str], problem_id: int, language: str, plan=None):
+        """`plan`: what the n-th submission of a burst sends, a list of bodies without the
+        code (`problemId`, `language`, `examId`, …) taken in turn; else one problem."""
         self.session, self.base_url, self.tokens = session, base_url, tokens
-        self.problem_id, self.language = problem_id, language
+        self.plan = plan or [{"problemId": problem_id, "language": language}]
 
-    async def submit(self, client: int) -> tuple[int, float, dict]:
+    async def submit(self, client: int, number: int = 0) -> tuple[int, float, dict]:
         headers = {"Authorization": f"Token {self.tokens[client % len(self.tokens)]}"}
-        body = {"problemId": self.problem_id, "language": self.language, "code": source()}
+        body = {**self.plan[number % len(self.plan)], "code": source()}
         start = time.perf_counter()
         async with self.session.post(self.base_url + SUBMIT, json=body, headers=headers) as response:
             answer = await response.json(content_type=None)
@@ -76,14 +78,14 @@ class Clients:
 
         async def client(number):
             nonlocal errors
-            for _ in left:
-                status, seconds, answer = await self.submit(number)
+            for index in left:
+                status, seconds, answer = await self.submit(number, index)
                 if status != 202:
                     errors += 1
                     continue
                 latencies.append(seconds)
                 if on_accepted is not None:
-                    on_accepted(answer)
+                    on_accepted(answer, seconds)
 
         start = time.perf_counter()
         await asyncio.gather(*(client(n) for n in range(clients)))
@@ -147,20 +149,23 @@ async def http_phases(base, tokens, problem, quick: bool) -> dict:
     return results
 
 
-def _submit_when_told(base, tokens, problem_id, count, clients, go, out) -> None:
+def _submit_when_told(base, tokens, plan, count, clients, go, out, warm=True) -> None:
     """Submitter process: the burst's HTTP clients run in an interpreter of their own, like
-    students' browsers, so that they do not hold the simulated nodes' GIL."""
+    students' browsers, so that they do not hold the simulated nodes' GIL. `plan`: the
+    submissions' bodies (`Clients`). Puts (start, [((submission type, id), committed at,
+    seconds it took)], errors) on `out`."""
 
     async def run():
         async with session_for(clients) as session:
-            http = Clients(session, base, tokens, problem_id, "python")
-            await http.submit(0)  # warm: the connection, the first statements
+            http = Clients(session, base, tokens, 0, "", plan=plan)
+            if warm:
+                await http.submit(0)  # warm: the connection, the first statements
             out.put("ready")
             await asyncio.to_thread(go.wait)
             committed = []
             started = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
-            outcome = await http.burst(count, clients, on_accepted=lambda answer: committed.append(
-                (answer["submissionId"], time.perf_counter())))
+            outcome = await http.burst(count, clients, on_accepted=lambda answer, seconds: committed.append(
+                ((answer["submissionType"], answer["submissionId"]), time.perf_counter(), seconds)))
             return started, committed, outcome["errors"]
 
     out.put(asyncio.run(run()))
@@ -174,7 +179,8 @@ async def submitted_burst(base, tokens, problem, server_pid, jobs=300, clients=8
     nodes = await asyncio.to_thread(dispatch.make_nodes, nodes_count, slots)
     context = multiprocessing.get_context("spawn")
     go, out = context.Event(), context.Queue()
-    submitter = context.Process(target=_submit_when_told, args=(base, tokens, problem.pk, jobs, clients, go, out),
+    plan = [{"problemId": problem.pk, "language": "python"}]
+    submitter = context.Process(target=_submit_when_told, args=(base, tokens, plan, jobs, clients, go, out),
                                 daemon=True)
     submitter.start()
 
@@ -185,8 +191,8 @@ async def submitted_burst(base, tokens, problem, server_pid, jobs=300, clients=8
         go.set()
         start, committed, errors = await asyncio.to_thread(out.get, True, 120)
         assert not errors, errors
-        job_ids = await asyncio.to_thread(job_ids_of, [s for s, _ in committed])
-        return await dispatch.when_judged(timeline, job_ids, start=start, arrivals=[at - start for _, at in committed],
+        job_ids = await asyncio.to_thread(job_ids_of, [s for s, _, _ in committed])
+        return await dispatch.when_judged(timeline, job_ids, start=start, arrivals=[at - start for _, at, _ in committed],
                                           slots=nodes_count * slots, judge_seconds=judge_seconds,
                                           server_pid=server_pid, cpu_before=cpu_before,
                                           machine_before=machine_before)
@@ -197,14 +203,32 @@ async def submitted_burst(base, tokens, problem, server_pid, jobs=300, clients=8
         submitter.join(10)
 
 
-def job_ids_of(submission_ids):
+def job_ids_of(submissions) -> list:
+    """The current jobs of (submission type, id) pairs, in their order."""
     from django.db import connection
-    from judging.models import Submission
+    from judging.models import SUBMISSION_MODELS
 
     try:
-        return list(Submission.objects.filter(pk__in=submission_ids).values_list("current_judge_job_id", flat=True))
+        jobs = {}
+        for kind, model in SUBMISSION_MODELS.items():
+            ids = [pk for of, pk in submissions if of == kind]
+            jobs.update({(kind, pk): job for pk, job in
+                         model.objects.filter(pk__in=ids).values_list("id", "current_judge_job_id")})
+        return [jobs[s] for s in submissions]
     finally:
         connection.close()
+
+
+def students_with_tokens(count: int) -> tuple[list, list[str]]:
+    """`count` students and their API tokens (passwords hashed cheaply: a benchmark's
+    accounts are made by the dozen)."""
+    from django.conf import settings
+    from rest_framework.authtoken.models import Token
+    from tests.factories import UserFactory
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    students = UserFactory.create_batch(count)
+    return students, [Token.objects.create(user=user).key for user in students]
 
 
 def main():
@@ -217,15 +241,11 @@ def main():
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
     setup("kece_bench_ingest")
 
-    from django.conf import settings
     from django.db import connection
-    from rest_framework.authtoken.models import Token
-    from tests.factories import UserFactory, make_problem
+    from tests.factories import make_problem
     from tests.live import LiveServer
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    students = UserFactory.create_batch(64)
-    tokens = [Token.objects.create(user=user).key for user in students]
+    students, tokens = students_with_tokens(64)
     unserved = make_problem(languages=("cpp",), cases=2)  # no node serves cpp here
     judged = make_problem(languages=("python",), cases=2)
     connection.close()

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from kece.rows import database
 from kece.rows import shape as shape_of
-from kece.rows import update_by_pk
+from kece.rows import update_by_pk, update_rows
 
 logger = logging.getLogger("kece.locking")
 
@@ -274,22 +274,35 @@ def update_locked_node(pk, **values) -> int:
     return update_by_pk(JudgeNode, [pk], values)
 
 
+def _held_key(row):
+    from judging.models import SUBMISSION_MODELS, ExamParticipant, JudgeJob
+
+    if isinstance(row, JudgeJob):
+        return (Rank.JOB, row.pk)
+    if isinstance(row, ExamParticipant):
+        return (Rank.EXAM_PARTICIPANT, row.pk)
+    [kind] = [k for k, model in SUBMISSION_MODELS.items() if isinstance(row, model)]
+    return (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))
+
+
+def _saved_values(row, fields) -> dict:
+    """`fields` of `row` as `save` would write them (auto-now fields take the time)."""
+    return {name: type(row)._meta.get_field(name).pre_save(row, False) for name in fields}
+
+
 def save_locked(row, fields) -> None:
     """Write `fields` of a job, submission or exam participant this transaction has locked:
     `save(update_fields=…)` as one plain UPDATE by primary key (auto-now fields take the
     time, as in `save`)."""
-    from judging.models import SUBMISSION_MODELS, ExamParticipant, JudgeJob
+    _require_held([_held_key(row)])
+    update_by_pk(type(row), [row.pk], _saved_values(row, fields))
 
-    if isinstance(row, JudgeJob):
-        key = (Rank.JOB, row.pk)
-    elif isinstance(row, ExamParticipant):
-        key = (Rank.EXAM_PARTICIPANT, row.pk)
-    else:
-        [kind] = [k for k, model in SUBMISSION_MODELS.items() if isinstance(row, model)]
-        key = (Rank.SUBMISSION, (_TYPE_ORDER[kind], row.pk))
-    _require_held([key])
-    model = type(row)
-    update_by_pk(model, [row.pk], {name: model._meta.get_field(name).pre_save(row, False) for name in fields})
+
+def save_locked_together(*rows_and_fields) -> None:
+    """`save_locked` for several `(row, fields)` at once, in one statement (`update_rows`):
+    a settle writes its job and its submission together."""
+    _require_held([_held_key(row) for row, _ in rows_and_fields])
+    update_rows([(type(row), row.pk, _saved_values(row, fields)) for row, fields in rows_and_fields])
 
 
 # --- settlement events and derived rows ----------------------------------------------------------

@@ -58,30 +58,36 @@ def _bounded_count(where: str) -> str:
 _HEAD = ("(SELECT available_at FROM judge_job WHERE pool = %s AND state = %s AND claim_key <= %s AND available_at <= %s"
          " AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s ORDER BY claim_key, id LIMIT 1)")
 _ACTIVE = "user_id = %s AND pool = %s AND state IN (%s, %s) AND priority_class = %s"
-_ADMISSION = "SELECT " + ", ".join([
+_ADMISSION_COLUMNS = ", ".join([
     _bounded_count(_ACTIVE),
     _bounded_count("pool = %s AND state = %s AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s"),
     _HEAD,
 ])
 
 
-def _figures_sql(pool: str, *, now, user_id: int | None, active_bound: int, backlog: int):
+def admission_columns(pool: str, *, now, user_id: int | None) -> tuple[str, list]:
+    """`admission`'s three figures as select-list expressions and their params: a statement
+    of its own (a practice submit's read of its problem) may carry them, and pass what it
+    read to `practice_admission` (`read`)."""
+    active_bound = max(settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX)
+    backlog = threshold(settings.KECE_THROTTLE_BACKLOG, pool)
     at = connection.ops.adapt_datetimefield_value(now)
     params = [user_id or 0, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.PRACTICE, active_bound,
               pool, JobState.QUEUED, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE, backlog,
               pool, JobState.QUEUED, at, at, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE]
-    return _ADMISSION, params
+    return _ADMISSION_COLUMNS, params
 
 
-def _read(pool: str, *, now, user_id: int | None) -> tuple[int, int, float]:
+def _read(pool: str, *, now, user_id: int | None, read=None) -> tuple[int, int, float]:
     """(the user's active practice jobs, the queued exam and practice jobs within fair share,
-    the head of the line's wait in seconds), each count bounded by what decides it."""
-    active_bound = max(settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX)
-    backlog = threshold(settings.KECE_THROTTLE_BACKLOG, pool)
-    sql, params = _figures_sql(pool, now=now, user_id=user_id, active_bound=active_bound, backlog=backlog)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        active, queued, head = cursor.fetchone()
+    the head of the line's wait in seconds), each count bounded by what decides it; from
+    `read`, the three columns of `admission_columns` another statement read, if given."""
+    if read is None:
+        columns, params = admission_columns(pool, now=now, user_id=user_id)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {columns}", params)
+            read = cursor.fetchone()
+    active, queued, head = read
     # A raw cursor applies no converters: MariaDB answers a naive UTC datetime, SQLite text.
     if isinstance(head, str):
         head = parse_datetime(head)
@@ -96,22 +102,22 @@ def throttling(*, backlog: int, head_wait_s: float, pool: str) -> bool:
     return bool(backlog_limit and backlog >= backlog_limit) or bool(wait_limit and head_wait_s >= wait_limit)
 
 
-def admission(*, pool: str, now, user_id: int | None) -> Admission:
+def admission(*, pool: str, now, user_id: int | None, read=None) -> Admission:
     """Whether a practice job of `user_id` may enter `pool` now, and whether it is beyond
-    its user's share (one statement)."""
-    active, queued, head_wait = _read(pool, now=now, user_id=user_id)
+    its user's share (one statement, or none given what another one `read`)."""
+    active, queued, head_wait = _read(pool, now=now, user_id=user_id, read=read)
     share, cap = settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX
     return Admission(beyond_share=bool(share) and active >= share,
                      throttled=throttling(backlog=queued, head_wait_s=head_wait, pool=pool),
                      at_user_cap=bool(cap) and active >= cap)
 
 
-def practice_admission(*, pool, now, user_id: int) -> bool:
+def practice_admission(*, pool, now, user_id: int, read=None) -> bool:
     """Admit a practice submit into `pool` (a `pools.registry` pool) or raise `Throttled`:
     the user's active jobs, the pool's pressure, then the user's rate (last, so that a submit
     refused for the others costs none of it). Returns whether the job is beyond its user's
-    fair share."""
-    figures = admission(pool=pool.name, now=now, user_id=user_id)
+    fair share. `read`: the figures as another statement read them (`admission_columns`)."""
+    figures = admission(pool=pool.name, now=now, user_id=user_id, read=read)
     if figures.at_user_cap:
         raise Throttled(own_active_sentence(pool.label, settings.KECE_USER_ACTIVE_MAX),
                         retry_after=settings.KECE_THROTTLE_RETRY_S)

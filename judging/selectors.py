@@ -129,24 +129,40 @@ def shown_states(submissions, *, viewer, now) -> list[Shown]:
     return shown
 
 
+# What a download reads of its job and of the node holding it: one plain join, on every
+# download (a queryset with select_related costs more to compile than to run).
+_ARTIFACT_JOB = ("id", "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot",
+                 "submission_type", "submission_id")
+_ARTIFACT_NODE = ("id", "credential_digest", "revoked_at", "session_open", "session_epoch")
+
+
 def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, now):
     """Check that `digest` may be downloaded under this live lease; return its path.
 
     Not this node's live lease → LeaseLost; not one of the job's files → NotInManifest.
+    The credential and session are checked again on the node's row, read with the job's
+    in the same statement: the caller may have been authenticated from the credential
+    cache (`judging.auth`), and a revoke, rotation or new session counts from its commit.
     The job's source enters the content store here, from its submission row, the first
     time a node asks for it (submitting writes no file).
     """
     from judging import artifacts
+    from judging.identity import check_node_identity
     from judging.models import JudgeJob
     from judging.services.snapshot import snapshot_digests
     from kece.errors import LeaseLost, NotInManifest
+    from kece.rows import load_joined, shape
 
-    job = JudgeJob.objects.filter(pk=job_id).only(
-        "state", "node_id", "lease_epoch", "session_epoch", "lease_until", "snapshot", "submission_type",
-        "submission_id").first()
+    job_shape, node_shape = shape(JudgeJob, _ARTIFACT_JOB), shape(JudgeNode, _ARTIFACT_NODE)
+    found = load_joined(job_shape, node_shape,
+                        f"SELECT {job_shape.columns_of('j')}, {node_shape.columns_of('n')} FROM {job_shape.table} j"
+                        f" LEFT JOIN {node_shape.table} n ON n.id = j.node_id WHERE j.id = %s", [job_id])
+    job, node = found if found is not None else (None, None)
+    if job is None or job.node_id is None or job.node_id != identity.node_id:
+        raise LeaseLost()
+    check_node_identity(node if node.pk is not None else None, identity)
     if (
-        job is None or job.state != JobState.RUNNING or job.node_id != identity.node_id
-        or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
+        job.state != JobState.RUNNING or job.lease_epoch != lease_epoch or job.session_epoch != identity.session_epoch
         or job.lease_until is None or job.lease_until <= now
     ):
         raise LeaseLost()
@@ -161,9 +177,12 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
 def _store_source(job, digest: str) -> None:
     from judging import artifacts
     from judging.models import SUBMISSION_MODELS
+    from kece.rows import shape
 
-    code = SUBMISSION_MODELS[job.submission_type].objects.filter(pk=job.submission_id).values_list(
-        "code", flat=True).first()
+    code_shape = shape(SUBMISSION_MODELS[job.submission_type], ("id", "code"))
+    rows = code_shape.load(f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE {code_shape.pk_column} = %s",
+                           [job.submission_id])
+    code = rows[0].code if rows else None
     if code is not None and artifacts.sha256_hex(code.encode("utf-8")) == digest:
         artifacts.store_bytes(code.encode("utf-8"))
 

@@ -1,8 +1,9 @@
 """ASGI entry point (`uvicorn kece.asgi:application`).
 
 - Every HTTP request's body is held to one limit before anything reads it (`kece.bodies`).
-- The two hot node calls are served bare (`judging.api.bare`): the long-poll claim, so
-  that no request thread is held while it waits, and the result post, one per job.
+- The hot node calls are served bare (`judging.api.bare`): the long-poll claim, so that no
+  request thread is held while it waits, the result post, one per job, and the artifact
+  download, one per job (its source) and per file a node does not hold yet.
 - The rest of the node API (`/api/v1/internal/`) runs through Django without the browser
   middleware (sessions, CSRF, messages) — machines authenticate with bearer credentials —
   on the node lane (`kece.lanes`), whose threads `judging.waiting` uses too.
@@ -90,12 +91,14 @@ if settings.KECE_SERVE_STATIC:
     django_application = ASGIStaticFilesHandler(django_application)
 
 from judging.api.claim import asgi_claim  # noqa: E402
+from judging.api.node import asgi_artifact  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
 from kece.converters import IdConverter  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
 RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
+ARTIFACT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/artifacts/([^/]+)")
 
 
 class InternalASGIHandler(LaneASGIHandler):
@@ -136,6 +139,11 @@ async def route_http(scope, receive, send):
             result = RESULT_PATH.fullmatch(path)
             if result is not None:
                 await asgi_result(scope, receive, send, int(result.group(1)))
+                return
+            artifact = ARTIFACT_PATH.fullmatch(path)
+            if artifact is not None:
+                await asgi_artifact(scope, receive, send, int(artifact.group(1)), artifact.group(2),
+                                    internal_application)
                 return
             await internal_application(scope, receive, send)
             return

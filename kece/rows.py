@@ -117,16 +117,23 @@ def insert_many(instances: list) -> None:
         _written(connection, instance)
 
 
+def _assignments(connection, model, values: dict, prefix: str = "") -> tuple[list, list]:
+    """`column = %s` for each of `values` (prepared as `Model.save` would), and the params."""
+    quote = connection.ops.quote_name
+    sets, params = [], []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        sets.append(f"{prefix}{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    return sets, params
+
+
 def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
     """One plain UPDATE of `model` rows by primary key: `values` prepared as `Model.save`
     would, `increment` counters raised by one."""
     connection = database()
     quote = connection.ops.quote_name
-    sets, params = [], []
-    for name, value in values.items():
-        field = model._meta.get_field(name)
-        sets.append(f"{quote(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+    sets, params = _assignments(connection, model, values)
     sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
     found = shape(model, connection=connection)
     with connection.cursor() as cursor:
@@ -135,9 +142,33 @@ def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
         return cursor.rowcount
 
 
-def load_joined(first: RowShape, second: RowShape, sql: str, params):
+def update_rows(rows: list) -> None:
+    """Rows of different tables, `(model, pk, values)` each, written by primary key in one
+    UPDATE (MariaDB's multiple-table form: one round trip where there would be one per
+    row); elsewhere one UPDATE a row. The caller holds their locks: the statement takes
+    none it does not have, and its WHERE names primary keys only."""
+    connection = database()
+    if connection.vendor != "mysql":
+        for model, pk, values in rows:
+            update_by_pk(model, [pk], values)
+        return
+    tables, sets, params, keys = [], [], [], []
+    for index, (model, pk, values) in enumerate(rows):
+        found = shape(model, connection=connection)
+        tables.append(f"{found.table} AS r{index}")
+        row_sets, row_params = _assignments(connection, model, values, prefix=f"r{index}.")
+        sets += row_sets
+        params += row_params
+        keys.append((f"r{index}.{found.pk_column} = %s", pk))
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {', '.join(tables)} SET {', '.join(sets)}"
+                       f" WHERE {' AND '.join(condition for condition, _ in keys)}", params + [pk for _, pk in keys])
+
+
+def load_joined(first: RowShape, second: RowShape, sql: str, params, *, more: bool = False):
     """The first row of `sql` (`first`'s columns, then `second`'s) as a pair of instances,
-    or None if it finds no row."""
+    or None if it finds no row; with `more`, a triple whose last item is the row's further
+    columns (a tuple)."""
     connection = database()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -145,4 +176,6 @@ def load_joined(first: RowShape, second: RowShape, sql: str, params):
     if row is None:
         return None
     instance, rest = first.split(row, connection)
+    if more:
+        return instance, *second.split(rest, connection)
     return instance, second.build(rest, connection)

@@ -119,8 +119,9 @@ def stop_process_group(process: subprocess.Popen, grace: float) -> None:
 
 class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
-                 workers: int = 1):
+                 workers: int = 1, prefix=()):
         self.workers = workers
+        self.prefix = list(prefix)  # a command the server runs under (a benchmark's profiler)
         self.listener = socket.socket()
         # Accepted connections inherit it: uvicorn sets no TCP_NODELAY on a socket it is
         # handed, and Nagle against the client's delayed ACK would add ~40 ms to every answer.
@@ -156,7 +157,7 @@ class LiveServer:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         fd = self.listener.fileno()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "kece.asgi:application", "--fd", str(fd),
+            [*self.prefix, sys.executable, "-m", "uvicorn", "kece.asgi:application", "--fd", str(fd),
              "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
         )

@@ -4,6 +4,7 @@ Join, session and heartbeat are the node's own life (`nodes.api_node`)."""
 
 import asyncio
 import logging
+import os
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse, StreamingHttpResponse
@@ -13,12 +14,14 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from judging import artifacts
+from judging.api import bare
 from judging.api import node_serializers as s
-from judging.auth import NodeCredentialAuthentication, session_identity
+from judging.auth import NodeCredentialAuthentication, authenticate_cached, session_identity
 from judging.selectors import artifact_for_lease
 from judging.services.leases import RenewItem, lease_renew
+from judging.waiting import registry, run_db
 from kece.api import ContractView, validated
-from kece.errors import Invalid, Unavailable
+from kece.errors import DomainError, Invalid, Unavailable
 from kece.schema import errors
 
 logger = logging.getLogger("kece.node_api")
@@ -48,14 +51,18 @@ class RenewView(NodeView):
         return Response({"leases": answers})
 
 
-def _lease_header(request) -> int:
+def lease_header(value) -> int:
     try:
-        epoch = int(request.META.get("HTTP_X_JUDGE_LEASE", ""))
+        epoch = int(value or "")
     except ValueError as exc:
         raise Invalid("X-Judge-Lease must be the lease epoch (an integer).") from exc
     if not 0 <= epoch < 2**31:
         raise Invalid("X-Judge-Lease is out of range.")
     return epoch
+
+
+def _lease_header(request) -> int:
+    return lease_header(request.META.get("HTTP_X_JUDGE_LEASE"))
 
 
 class ArtifactView(NodeView):
@@ -102,3 +109,44 @@ def _file_response(request, handle):
             handle.close()
 
     return StreamingHttpResponse(chunks(), content_type="application/octet-stream")
+
+
+async def asgi_artifact(scope, receive, send, job_id: int, digest: str, view) -> None:
+    """The bare ASGI entry point of the download, one per job (the source) and per file a
+    node does not hold yet: the caller from the credential cache (`authenticate_cached`;
+    `artifact_for_lease` re-checks credential and session on the node's row with the job's),
+    the file streamed with the view's headers. A request this path does not answer as the
+    view would (not a GET, a malformed header or digest, a caller the cache does not know,
+    a file missing from the store) goes to `view`, the Django application: the view answers
+    it, with every status of the contract."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    if scope["method"] != "GET" or not artifacts.is_digest(digest):
+        return await view(scope, receive, send)
+    try:
+        lease_epoch = lease_header(headers.get("x-judge-lease"))
+        auth, session = await run_db(authenticate_cached, headers.get("authorization", ""),
+                                     headers.get("x-judge-session"))
+    except DomainError:
+        return await view(scope, receive, send)
+    try:
+        registry().keep_listening()  # the cache is corrected by the node changes it hears
+        path = await run_db(artifact_for_lease, identity=auth.identity(session), job_id=job_id,
+                            lease_epoch=lease_epoch, digest=digest, now=timezone.now())
+        handle = await asyncio.to_thread(open, path, "rb")
+    except DomainError as error:
+        return await bare.send_json(send, error.status, error.envelope())
+    except FileNotFoundError:
+        return await view(scope, receive, send)
+    except Exception:
+        logger.exception("artifact download failed", extra={"job": job_id})
+        return await bare.send_json(send, 503, Unavailable().envelope())
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode()),
+            (b"x-content-sha256", digest.encode())]})
+        while data := await asyncio.to_thread(handle.read, CHUNK):
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        handle.close()

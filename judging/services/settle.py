@@ -3,7 +3,7 @@
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
@@ -11,7 +11,8 @@ from django.db import transaction
 from judging import hooks
 from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked
+from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked, \
+    save_locked_together
 from judging.models import JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
@@ -36,6 +37,11 @@ class CaseResult:
     memory_kb: int = 0
     score: int = 0
 
+    def as_dict(self) -> dict:
+        """`dataclasses.asdict`, without its deep copy of every field (one a case, per result)."""
+        return {"ordinal": self.ordinal, "verdict": self.verdict, "time_ms": self.time_ms,
+                "memory_kb": self.memory_kb, "score": self.score}
+
 
 @dataclass(frozen=True)
 class SettleRequest:
@@ -57,7 +63,7 @@ class SettleRequest:
             return {
                 "outcome": JUDGED, "verdict": self.verdict, "score": self.score, "timeMs": self.time_ms,
                 "memoryKb": self.memory_kb, "compileOutput": self.compile_output[:COMPILE_OUTPUT_LIMIT],
-                "cases": [asdict(c) for c in sorted(self.cases, key=lambda c: c.ordinal)],
+                "cases": [c.as_dict() for c in sorted(self.cases, key=lambda c: c.ordinal)],
                 "checks": [dict(c) for c in self.checks],
             }
         if self.outcome == INFRA_ERROR:
@@ -276,6 +282,13 @@ def _another_node_serves(job, node_id: int, *, now) -> bool:
     return ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exclude(pk=node_id).exists()
 
 
+_COMPLETED_JOB_FIELDS = ("state", "finished_at", "result", "result_digest", "error", "error_message",
+                         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status",
+                         "settled_node_name", "settled_runtime_spec", "settled_manifest_digest", "updated_at")
+_JUDGED_SUBMISSION_FIELDS = ("verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
+                             "judged_generation", "judged_at")
+
+
 def _complete(job, node, submission, request: SettleRequest, *, now, digest: str) -> None:
     result = request.canonical()
     job.state = JobState.COMPLETED
@@ -288,12 +301,8 @@ def _complete(job, node, submission, request: SettleRequest, *, now, digest: str
     job.settled_node_name = node.name
     job.settled_runtime_spec = node.runtime_spec or job.runtime_spec
     job.settled_manifest_digest = judged_data_digest(job.snapshot or {})
-    save_locked(job, [
-        "state", "finished_at", "result", "result_digest", "error", "error_message",
-        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "settled_node_name",
-        "settled_runtime_spec", "settled_manifest_digest", "updated_at",
-    ])
     if job.kind == JobKind.DIAGNOSTIC:
+        save_locked(job, _COMPLETED_JOB_FIELDS)
         hooks.call(hooks.DIAGNOSTIC_SETTLED, job, result, now=now)
         return
     submission.verdict = request.verdict
@@ -304,8 +313,8 @@ def _complete(job, node, submission, request: SettleRequest, *, now, digest: str
     submission.compile_output = result["compileOutput"]
     submission.judged_generation = job.generation
     submission.judged_at = now
-    save_locked(submission, ["verdict", "score", "time_ms", "memory_kb", "cases", "compile_output",
-                                   "judged_generation", "judged_at"])
+    # The job and the submission it judged, locked above, written in one statement.
+    save_locked_together((job, _COMPLETED_JOB_FIELDS), (submission, _JUDGED_SUBMISSION_FIELDS))
     if job.hidden:
         return  # graded by the server (`nodes.canaries_hidden`, `nodes.cross_checks`), counted nowhere
     outcomes.write_events(job, submission, now=now)

@@ -18,7 +18,7 @@ from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
 from kece.errors import ExamInProgress, Invalid
-from pools.registry import UnsupportedLanguage, pool_for
+from pools.registry import POOLS, UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
 
@@ -36,39 +36,47 @@ _OPEN_TO_ALL = (" AND p.visibility = %s AND NOT EXISTS (SELECT 1 FROM exam_probl
                 " WHERE ep.problem_id = p.id AND e.deleted_at IS NULL AND e.ends_at > %s)")
 
 
-def _problem_for_submit(problem_id, *, open_to_all_at=None):
-    """The live, non-canary problem with its current manifest, or None: one plain join (a
-    select_related costs more to compile than to run, on every submission). With
-    `open_to_all_at`, only a problem everyone may practise at that time."""
+def _read_problem(problem_id, *, open_to_all_at=None, admission=None) -> tuple:
+    """(the live, non-canary problem with its current manifest, or None; what `admission`
+    read): one plain join (a select_related costs more to compile than to run, on every
+    submission). With `open_to_all_at`, only a problem everyone may practise at that time.
+    `admission`: `pressure.admission_columns` of the pool the submission names, read in
+    the same statement (a practice submit needs them next)."""
     try:
         problem_id = int(problem_id)
     except (TypeError, ValueError):
-        return None
+        return None, None
     problem_shape, manifest_shape = row_shape(Problem, _PROBLEM_FIELDS), row_shape(Manifest)
-    sql = (f"SELECT {problem_shape.columns_of('p')}, {manifest_shape.columns_of('m')}"
-           f" FROM {problem_shape.table} p JOIN {manifest_shape.table} m ON m.id = p.current_manifest_id"
+    columns, params = admission if admission is not None else ("", [])
+    sql = (f"SELECT {problem_shape.columns_of('p')}, {manifest_shape.columns_of('m')}{', ' if columns else ''}"
+           f"{columns} FROM {problem_shape.table} p JOIN {manifest_shape.table} m ON m.id = p.current_manifest_id"
            " WHERE p.id = %s AND p.is_canary = %s AND p.deleted_at IS NULL")
-    params = [problem_id, False]
+    params = [*params, problem_id, False]
     if open_to_all_at is not None:
         sql += _OPEN_TO_ALL
         params += [ProblemVisibility.PUBLIC, connection.ops.adapt_datetimefield_value(open_to_all_at)]
-    found = load_joined(problem_shape, manifest_shape, sql, params)
+    found = load_joined(problem_shape, manifest_shape, sql, params, more=True)
     if found is None:
-        return None
-    problem, problem.current_manifest = found
-    return problem
+        return None, None
+    problem, problem.current_manifest, read = found
+    return problem, (read if columns else None)
+
+
+def _problem_for_submit(problem_id, *, open_to_all_at=None):
+    return _read_problem(problem_id, open_to_all_at=open_to_all_at)[0]
 
 
 def _unknown_problem():
     return Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
 
 
-def _problem_to_practise(problem_id, *, user, now):
-    """The problem of a submission outside an exam: one everyone may practise, or one this
-    user may see and no exam of theirs keeps secret (`judging.visibility`)."""
-    problem = _problem_for_submit(problem_id, open_to_all_at=now)
+def _problem_to_practise(problem_id, *, user, now, admission=None) -> tuple:
+    """(the problem of a submission outside an exam, what `admission` read with it): one
+    everyone may practise, or one this user may see and no exam of theirs keeps secret
+    (`judging.visibility`)."""
+    problem, read = _read_problem(problem_id, open_to_all_at=now, admission=admission)
     if problem is not None:
-        return problem
+        return problem, read
     problem = _problem_for_submit(problem_id)
     if problem is None:
         raise _unknown_problem()
@@ -78,7 +86,7 @@ def _problem_to_practise(problem_id, *, user, now):
                              f" (examId {exam.pk}) until the exam ends.", fields={"examId": [str(exam.pk)]})
     if not visibility.may_view(problem, user, now=now):
         raise _unknown_problem()  # a problem you may not see does not exist for you
-    return problem
+    return problem, None
 
 
 def _validated_practice(lesson_practice_id, problem):
@@ -127,8 +135,12 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     rolls the submission back).
     """
     now = now or timezone.now()
+    read = named = None
     if exam_id is None:
-        problem = _problem_to_practise(problem_id, user=user, now=now)
+        # A practice submit's admission figures come with its problem: one statement less.
+        named = POOLS.get(language) if priority_class == PriorityClass.PRACTICE else None
+        admission = pressure.admission_columns(named.name, now=now, user_id=user.pk) if named else None
+        problem, read = _problem_to_practise(problem_id, user=user, now=now, admission=admission)
     elif (problem := _problem_for_submit(problem_id)) is None:
         raise _unknown_problem()
     manifest = problem.current_manifest
@@ -153,7 +165,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if priority_class == PriorityClass.PRACTICE:
         # Read outside the transaction: a share decided on a count a concurrent submit of
         # the same user is about to change only moves one job a place in the queue.
-        beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk)
+        beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk,
+                                                   read=read if pool is named else None)
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission

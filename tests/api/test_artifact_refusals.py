@@ -9,17 +9,8 @@ from django.utils import timezone
 from judging import artifacts
 from judging.models import JobState, JudgeJob
 from tests.api.helpers import INTERNAL, error_of, node_client
-from tests.judging.helpers import claim, submit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def leased(student, problem, node_a):
-    node, identity = node_a
-    submit(student, problem)
-    [job] = claim(identity)
-    return node, job
 
 
 def _download(node, job, digest=None, *, lease=None, session=1):

@@ -27,10 +27,11 @@ def big_node(db):
                               node.host_group_id)
 
 
-def test_a_practice_submit_is_six_statements(student, problem, django_assert_num_queries):
-    # problem + manifest, the user's share (judging.priority); in the transaction the problem
-    # row shared (a deletion waits for the submit), submission, job, pointer
-    with django_assert_num_queries(6 + SAVEPOINT):
+def test_a_practice_submit_is_five_statements(student, problem, django_assert_num_queries):
+    # problem + manifest with the user's share and the pool's pressure (judging.pressure); in
+    # the transaction the problem row shared (a deletion waits for the submit), submission,
+    # job, pointer
+    with django_assert_num_queries(5 + SAVEPOINT):
         submit(student, problem)
 
 
@@ -54,11 +55,12 @@ def test_a_claim_of_eight_jobs_is_five_statements(student, problem, big_node, dj
         assert {f: getattr(job, f) for f in fields} == {f: getattr(stored, f) for f in fields}
 
 
-def test_settling_a_result_is_six_statements(student, problem, big_node, django_assert_num_queries):
+def test_settling_a_result_is_five_statements(student, problem, big_node, django_assert_num_queries):
     _, identity = big_node
     submit(student, problem)
     [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
-    with django_assert_num_queries(6 + SAVEPOINT):  # node, submission, job, job update, result, outbox
+    # node, submission, job, the job's and the submission's result in one update, outbox
+    with django_assert_num_queries(5 + SAVEPOINT):
         assert settle(identity, judged(job)) == "settled"
 
 
@@ -68,18 +70,18 @@ def test_settling_a_job_another_process_leased_reads_its_meta_first(student, pro
     submit(student, problem)
     [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
     job_meta.forget_all()
-    with django_assert_num_queries(7 + SAVEPOINT):  # + job meta
+    with django_assert_num_queries(6 + SAVEPOINT):  # + job meta
         assert settle(identity, judged(job)) == "settled"
 
 
-def test_a_result_with_its_next_claim_is_ten_statements_in_one_transaction(student, problem, big_node,
+def test_a_result_with_its_next_claim_is_nine_statements_in_one_transaction(student, problem, big_node,
                                                                             django_assert_num_queries):
     _, identity = big_node
     submit(student, problem)
     submit(student, problem)
     [job] = job_claim(identity=identity, free_slots=1, now=timezone.now()).jobs
-    # group, node, submission, job, job update, result, outbox, slot counts, SKIP LOCKED pick, lease
-    with django_assert_num_queries(10 + SAVEPOINT):
+    # group, node, submission, job, job and result update, outbox, slot counts, SKIP LOCKED pick, lease
+    with django_assert_num_queries(9 + SAVEPOINT):
         status, claim = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(),
                                              free_slots=1)
     assert status == "settled" and len(claim.jobs) == 1 and claim.jobs[0].pk != job.pk

@@ -1,0 +1,625 @@
+"""Acceptance load (the design's plan, §8 "验收与容量"): bursts of 30, 100 and 300
+single-language submissions and a 300 burst mixed over the five pools, on light, medium
+and heavy problems whose test data is not yet on the nodes, beside the peers.
+
+    python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--profile DIR]
+
+- Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
+  clients, 8 of them); simulated nodes (`dispatch.py`'s, 4 slots each) judge over the real
+  node API: each first downloads the job's source and the test data it does not hold yet
+  (cold cache: heavy problems carry megabytes), as the agent does, then sleeps the job's judge time (a distribution per
+  problem: light 50–150 ms, medium 150–450 ms, heavy 0.4–1.2 s) and posts the result with
+  its next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production.
+- The mixed burst: 1 node of 4 slots per pool; a fifth of the work EXAM (an ACM exam's
+  participants), a fifth a REJUDGE backlog queued just before, the rest practice.
+- The same 300 jobs queued before the nodes claim (no submission in the way), and the peers
+  (`peers.py`: Celery + Redis with `acks_late`, `SKIP LOCKED` pollers every 100 ms) on
+  exactly those judge times, with 16 slots as KECE has.
+- Scale-out: the 300 burst (over HTTP and queued) with one and two web processes and two
+  and four nodes.
+
+Prints per run and per pool: accepted, accept p95, queue wait p95, judge p95, time to store
+a result (result post to its answer) p95, last completion, jobs/s, SYSTEM_ERROR count (jobs
+that failed on infrastructure, refused submissions), makespan ÷ ideal (ideal: each pool's
+judge seconds ÷ its slots, the longest pool), the CPU of every process (seconds, peak
+cores) and its peak memory, the server's CPU per judged job (web + worker), and each pool's
+slot advice. `--profile DIR` runs the web server and the worker under a profiler for the
+queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and prints their top
+entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
+than the better peer's + 0.02; 300 over HTTP within 1.15.
+"""
+
+import argparse
+import asyncio
+import math
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    from bench._django import percentile, setup
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench._django import percentile, setup
+
+from bench import dispatch, ingest, peers
+
+POOLS = ("python", "cpp", "java", "arkts", "mysql")
+LANGUAGE = {"python": "python", "cpp": "cpp", "java": "java", "arkts": "arkts", "mysql": "mysql"}
+SLOTS = 4  # a node's
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A problem class: the judge time's range, its test data, its share of a burst."""
+    name: str
+    low: float
+    high: float
+    cases: int
+    case_bytes: int
+    share: float
+
+    def judge_seconds(self, job_id: int) -> float:
+        return random.Random(job_id).uniform(self.low, self.high)
+
+
+WEIGHTS = (Weight("light", 0.05, 0.15, 2, 64, 0.5), Weight("medium", 0.15, 0.45, 4, 256 * 1024, 0.35),
+           Weight("heavy", 0.4, 1.2, 8, 1024 * 1024, 0.15))
+
+
+def make_problems(pool: str) -> dict:
+    """A problem of each weight for `pool` (its test data in the store, not on any node)."""
+    from judging import artifacts
+    from judging.models import Manifest
+    from tests.factories import make_problem
+
+    made = {}
+    for weight in WEIGHTS:
+        problem = make_problem(kind="SQL" if pool == "mysql" else "ALGO", languages=(LANGUAGE[pool],), cases=weight.cases)
+        manifest = problem.current_manifest
+        if pool != "mysql":
+            big = os.urandom(weight.case_bytes)
+            manifest.cases = [{**case, "input": artifacts.store_bytes(big + str(case["ordinal"]).encode())}
+                              for case in manifest.cases]
+            Manifest.objects.filter(pk=manifest.pk).update(cases=manifest.cases)
+        made[weight.name] = problem
+    return made
+
+
+def plan_of(problems: dict, count: int, seed: int, extra=None) -> list[dict]:
+    """`count` submission bodies over the weights, in their shares, shuffled."""
+    bodies = []
+    for weight in WEIGHTS:
+        n = round(count * weight.share)
+        bodies += [{"problemId": problems[weight.name].pk, "language": LANGUAGE[problems["pool"]], **(extra or {})}] * n
+    bodies = (bodies + bodies[:count])[:count]
+    random.Random(seed).shuffle(bodies)
+    return bodies
+
+
+class ColdNode(dispatch.SimNode):
+    """A simulated node whose cache starts empty: a job's test data it does not hold is
+    downloaded (`GET jobs/{id}/artifacts/{digest}` under the lease) before it judges, for
+    the judge time of the job's problem class."""
+
+    weights: dict = {}  # manifest id -> Weight, set by the run
+    records: dict = {}  # job id -> (pool, judge seconds, download seconds)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.held = set()
+
+    async def work(self, job):
+        start = time.perf_counter()
+        headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
+        files = [job["source"]] + [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
+        if job.get("sql"):
+            files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
+        for entry in files:  # the source, as the agent does, and the test data it lacks
+            if entry and entry["digest"] not in self.held:
+                url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
+                async with self.http.session.get(url, headers=headers) as response:
+                    await response.read()
+                    assert response.status == 200, response.status
+                self.held.add(entry["digest"])
+        downloaded = time.perf_counter() - start
+        weight = self.weights.get(job["manifestId"])
+        seconds = weight.judge_seconds(job["jobId"]) if weight else self.judge_seconds
+        self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
+        await asyncio.sleep(seconds)
+
+
+# --- processes: CPU and memory ---------------------------------------------------------------
+
+def _children() -> dict:
+    tree = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            tree[parent].append(int(entry))
+    return tree
+
+
+def _tree(pid: int, children: dict) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, int] | None:
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        rss_pages = int(fields[21])
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), rss_pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError):
+        return None  # gone: what it used since the last sample is not seen
+
+
+def pid_of(name: str) -> int | None:
+    found = subprocess.run(["pgrep", "-o", "-x", name], capture_output=True, text=True).stdout.split()
+    return int(found[0]) if found else None
+
+
+class Monitor(threading.Thread):
+    """Samples the CPU and resident memory of named process trees every 0.25 s: each one's
+    CPU seconds over the run, its peak (cores, over a sample) and its peak memory. MariaDB
+    and Redis serve the rest of the machine too."""
+
+    def __init__(self, roots: dict):
+        super().__init__(daemon=True)
+        self.roots = {name: pid for name, pid in roots.items() if pid}
+        self.stop = threading.Event()
+        self.cpu = Counter()
+        self.peak_cpu = Counter()
+        self.peak_rss = Counter()
+        self.seen = {}  # pid -> last cpu seconds
+        self.started = False
+
+    def sample(self):
+        children = _children()
+        totals = {}
+        for name, root in self.roots.items():
+            cpu = rss = 0.0
+            for pid in _tree(root, children):
+                if (found := _cpu_and_rss(pid)) is None:
+                    continue
+                seconds, resident = found
+                cpu += seconds - self.seen.get(pid, seconds if self.started else 0.0)
+                self.seen[pid] = seconds
+                rss += resident
+            totals[name] = (cpu, rss)
+        return totals
+
+    def run(self):
+        self.sample()
+        self.started = True
+        last = time.monotonic()
+        while not self.stop.wait(0.25):
+            now = time.monotonic()
+            for name, (cpu, rss) in self.sample().items():
+                self.cpu[name] += cpu
+                self.peak_cpu[name] = max(self.peak_cpu[name], cpu / (now - last))
+                self.peak_rss[name] = max(self.peak_rss[name], rss)
+            last = now
+
+    def finish(self) -> "Monitor":
+        self.stop.set()
+        self.join()
+        for name, (cpu, rss) in self.sample().items():
+            self.cpu[name] += cpu
+            self.peak_rss[name] = max(self.peak_rss[name], rss)
+        return self
+
+    def line(self) -> str:
+        return "; ".join(f"{name} {self.cpu[name]:.2f} CPU-s (peak {self.peak_cpu[name]:.2f} cores,"
+                         f" {self.peak_rss[name] / 2**20:.0f} MiB)" for name in self.roots)
+
+
+# --- one KECE run ---------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    name: str
+    slots: dict  # pool -> slots
+    jobs: list  # job ids
+    classes: dict  # job id -> priority class
+    start: float
+    arrivals: dict  # job id -> seconds after start
+    accept: list  # HTTP seconds of each accepted submission
+    refused: int
+    timeline: dispatch.Timeline
+    records: dict  # job id -> (pool, judge s, download s)
+    failed: int
+    monitor: Monitor
+    makespan: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def ideal(self, pool=None) -> float:
+        pools = [pool] if pool else list(self.slots)
+        return max(sum(self.records[j][1] for j in self.jobs if self.records[j][0] == p) / self.slots[p] for p in pools)
+
+    @property
+    def ratio(self) -> float:
+        return self.makespan / self.ideal()
+
+    def server_cpu_per_job(self) -> float:
+        return (self.monitor.cpu["web"] + self.monitor.cpu["worker"]) / len(self.jobs)
+
+
+def _submit_queued(plan, users) -> list[int]:
+    """The plan's submissions in-process (a backlog), their job ids in order."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from judging.services.submit import submission_submit
+
+    try:
+        users = list(get_user_model().objects.filter(pk__in=[u.pk for u in users]))
+        return [submission_submit(user=users[i % len(users)], problem_id=body["problemId"], language=body["language"],
+                                  code=ingest.source(), exam_id=body.get("examId")).current_judge_job_id
+                for i, body in enumerate(plan)]
+    finally:
+        connection.close()
+
+
+def _job_facts(job_ids) -> tuple[dict, int]:
+    """(job id -> priority class, how many failed)."""
+    from django.db import connection
+    from judging.models import JobState, JudgeJob
+
+    try:
+        rows = list(JudgeJob.objects.filter(pk__in=job_ids).values_list("id", "priority_class", "state"))
+        return {pk: cls for pk, cls, _ in rows}, sum(1 for _, _, state in rows if state == JobState.FAILED)
+    finally:
+        connection.close()
+
+
+async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roots, http: bool,
+                   backlog=None) -> Run:
+    """One burst: `plan` over HTTP (else queued in-process first), judged by cold nodes;
+    `backlog()`: queues jobs just before the first submission (a rejudge), their ids."""
+    nodes = []
+    for pool, count in nodes_per_pool.items():
+        nodes += await asyncio.to_thread(dispatch.make_nodes, count, SLOTS, pool)
+    slots = {pool: count * SLOTS for pool, count in nodes_per_pool.items()}
+    ColdNode.records = {}
+    context = multiprocessing.get_context("spawn")
+    if http:
+        go, out = context.Event(), context.Queue()
+        submitter = context.Process(target=ingest._submit_when_told,
+                                    args=(base, tokens, plan, len(plan), 8, go, out, False), daemon=True)
+        submitter.start()
+        assert await asyncio.to_thread(out.get, True, 60) == "ready"
+        roots = {**roots, "load": submitter.pid}
+        queued = []
+    else:
+        queued = await asyncio.to_thread(_submit_queued, plan, users)
+
+    async def scenario(timeline):
+        if http:
+            await asyncio.sleep(1.5)  # every node is waiting
+        monitor = Monitor({**roots, "nodes": os.getpid()})
+        monitor.start()
+        if http:
+            backlog_ids = await asyncio.to_thread(backlog) if backlog else []
+            queued_at = time.perf_counter()
+            go.set()
+            start, committed, refused = await asyncio.to_thread(out.get, True, 300)
+            submitter.join(10)
+            job_ids = backlog_ids + await asyncio.to_thread(ingest.job_ids_of, [s for s, _, _ in committed])
+            arrivals = {**{j: queued_at - start for j in backlog_ids},
+                        **{j: at - start for j, (_, at, _) in zip(job_ids[len(backlog_ids):], committed)}}
+            accept = [seconds for _, _, seconds in committed]
+        else:
+            start, job_ids, refused, accept = timeline.nodes_started, queued, 0, []
+            arrivals = {j: 0.0 for j in job_ids}
+        while not all(j in timeline.done for j in job_ids):
+            await asyncio.sleep(0.01)
+        monitor.finish()
+        classes, failed = await asyncio.to_thread(_job_facts, job_ids)
+        run = Run(name, slots, job_ids, classes, start, arrivals, accept, refused, timeline, dict(ColdNode.records),
+                  failed, monitor)
+        run.makespan = max(timeline.done[j] for j in job_ids) - start
+        return run
+
+    return await dispatch.gather_nodes(base, nodes, SLOTS, 0.2, scenario, node_class=ColdNode)
+
+
+def _p95(values) -> str:
+    return f"{1000 * percentile(values, 95):.0f} ms" if values else "-"
+
+
+def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> None:
+    t = run.timeline
+    jobs = run.jobs
+
+    def figures(selected) -> str:
+        waits = [t.received[j] - run.start - run.arrivals[j] for j in selected]
+        judge = [run.records[j][1] for j in selected]
+        store = [t.done[j] - t.posted[j] for j in selected]
+        last = max(t.done[j] for j in selected) - run.start
+        return (f"queue wait p95 {_p95(waits)}, judge p95 {_p95(judge)}, store p95 {_p95(store)},"
+                f" download p95 {_p95([run.records[j][2] for j in selected])}, last completion {last:.2f} s")
+
+    print(f"  {run.name}: {len(jobs)} jobs, accepted {len(run.accept) if run.accept else len(jobs)}"
+          f"{' over HTTP' if run.accept else ' (queued)'}"
+          f" (accept p95 {_p95(run.accept)}), SYSTEM_ERROR {run.failed + run.refused}"
+          f" ({run.refused} refused); makespan {run.makespan:.2f} s, ideal {run.ideal():.2f} s,"
+          f" ratio {run.ratio:.3f}; {len(jobs) / run.makespan:.1f} jobs/s;"
+          f" server CPU {1000 * run.server_cpu_per_job():.1f} ms a job (web + worker)")
+    print(f"    all: {figures(jobs)}")
+    if per_pool and len(run.slots) > 1:
+        for pool in run.slots:
+            selected = [j for j in jobs if run.records[j][0] == pool]
+            print(f"    {pool} ({run.slots[pool]} slots, {len(selected)} jobs, ideal {run.ideal(pool):.2f} s):"
+                  f" {figures(selected)}")
+    if per_class:
+        for cls in ("EXAM", "PRACTICE", "REJUDGE"):
+            selected = [j for j in jobs if run.classes.get(j) == cls]
+            if selected:
+                print(f"    {cls}: {len(selected)} jobs, {figures(selected)}")
+    print(f"    processes: {run.monitor.line()}")
+
+
+def slot_advice(run: Run, target_seconds: float = 60.0) -> None:
+    """Slots each pool needs for a 300 burst of its mix in `target_seconds` (the design's
+    rule: slots = jobs x mean judge time / target), with the overhead this run measured."""
+    overhead = max(run.ratio, 1.0)
+    for pool in run.slots:
+        judged = [run.records[j][1] for j in run.jobs if run.records[j][0] == pool]
+        mean = sum(judged) / len(judged)
+        need = math.ceil(300 * mean * overhead / target_seconds)
+        print(f"    {pool}: mean judge {mean * 1000:.0f} ms; 300 in {target_seconds:.0f} s needs {need} slots"
+              f" (x {overhead:.2f} for the measured overhead); {run.slots[pool]} slots finish 300 in"
+              f" {300 * mean * overhead / run.slots[pool]:.0f} s")
+
+
+# --- the peers ------------------------------------------------------------------------------
+
+def peer_celery(judge_seconds: list, nodes: int) -> tuple[float, Monitor]:
+    job_ids = peers.prepare(judge_seconds)
+    workers = peers.celery_workers(nodes, SLOTS)
+    try:
+        monitor = Monitor({**{f"celery{i}": w.pid for i, w in enumerate(workers)},
+                           "redis": pid_of("redis-server"), "mariadb": pid_of("mariadbd")})
+        start = peers.celery_run(job_ids, workers)
+        monitor.start()
+        return _until_done(len(job_ids), start), monitor.finish()
+    finally:
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.wait(20)
+
+
+def peer_pollers(judge_seconds: list, nodes: int) -> tuple[float, Monitor]:
+    job_ids = peers.prepare(judge_seconds)
+    context = multiprocessing.get_context("spawn")
+    go, stop = context.Event(), context.Event()
+    processes = [context.Process(target=peers.poller_process, args=(SLOTS, go, stop), daemon=True)
+                 for _ in range(nodes)]
+    for process in processes:
+        process.start()
+    time.sleep(2.0)  # connected and waiting
+    monitor = Monitor({**{f"poller{i}": p.pid for i, p in enumerate(processes)}, "mariadb": pid_of("mariadbd")})
+    monitor.start()
+    start = time.perf_counter()
+    go.set()
+    try:
+        return _until_done(len(job_ids), start), monitor.finish()
+    finally:
+        stop.set()
+        for process in processes:
+            process.join(10)
+
+
+def _until_done(count: int, start: float) -> float:
+    while True:
+        done, last = peers.finished()
+        if done == count:
+            return last - start
+        time.sleep(0.05)
+
+
+# --- profiling ------------------------------------------------------------------------------
+
+def profiler(directory: Path, name: str) -> list:
+    return [sys.executable, str(Path(__file__).with_name("cpu_profile.py")), str(directory / f"{name}.pstats")]
+
+
+HOT_CODE = ("judging/", "kece/", "nodes/", "django/", "rest_framework/", "uvicorn/", "MySQLdb/", "asyncio/", "celery/")
+
+
+def profile_top(path: Path, count: int = 20) -> None:
+    """The hottest functions of a CPU profile (`cpu_profile.py`): own time and total time
+    (with callees), each against all the CPU the process's threads spent."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats
+    total = sum(tt for _cc, _nc, tt, _ct, _callers in stats.values())
+
+    def name(key):
+        file, line, function = key
+        short = file.split("site-packages/")[-1].split("/accept/")[-1]
+        return f"{function} ({short}:{line})"
+
+    print(f"  {path.name}: {total:.2f} CPU-s in all")
+    print("    own time:")
+    for key, (_cc, calls, tt, _ct, _) in sorted(stats.items(), key=lambda item: -item[1][2])[:count]:
+        print(f"      {100 * tt / total:5.1f} %  {calls:7d} calls  {name(key)}")
+    print("    total time (with callees), project and library code:")
+    hot = [(key, value) for key, value in stats.items() if any(part in key[0] for part in HOT_CODE)]
+    for key, (_cc, calls, _tt, ct, _) in sorted(hot, key=lambda item: -item[1][3])[:count + 10]:
+        print(f"      {100 * ct / total:5.1f} %  {calls:7d} calls  {name(key)}")
+
+
+# --- main -----------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the 300 bursts and the peers only")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-scale", action="store_true", help="no runs with two web processes or two nodes")
+    parser.add_argument("--profile", type=Path, help="profile the queued 300 burst's server into this directory")
+    args = parser.parse_args()
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/11")
+    setup("kece_bench_accept")
+
+    from django.db import connection
+    from tests.factories import make_exam
+    from tests.live import LiveServer
+
+    students, tokens = ingest.students_with_tokens(64)
+    problems = {pool: {"pool": pool, **make_problems(pool)} for pool in POOLS}
+    exam_problems = {pool: {"pool": pool, **make_problems(pool)} for pool in POOLS}
+    exam = make_exam(*[p[w.name] for p in exam_problems.values() for w in WEIGHTS], mode="ACM",
+                     participants=students, minutes=600)
+    ColdNode.weights = {p[w.name].current_manifest_id: w for group in (problems, exam_problems)
+                        for p in group.values() for w in WEIGHTS}
+    connection.close()
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[1]
+    web_url = dispatch.create_bench_user(database, dispatch.WEB_USER)
+    worker_url = dispatch.create_bench_user(database, dispatch.WORKER_USER)
+    env = {"KECE_IN_PROCESS_SCHEDULER": 0, "REDIS_URL": os.environ["REDIS_URL"]}
+    shared = {"mariadb": pid_of("mariadbd"), "redis": pid_of("redis-server")}
+    python300 = plan_of(problems["python"], 300, seed=300)
+    results = {}
+
+    def serve(workers: int, profile_dir=None):
+        server = LiveServer.for_database(web_url, workers=workers, env=env,
+                                         prefix=profiler(profile_dir, "web") if profile_dir else ())
+        return server
+
+    def with_server(workers: int, body, profile_dir=None):
+        server = serve(workers, profile_dir)
+        prefix = profiler(profile_dir, "worker") if profile_dir else ()
+        with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_url, "KECE_CONN_MAX_AGE": "60"},
+                                            prefix=prefix) as worker, dispatch.user_statistics(False):
+            roots = {"web": server.process.pid, "worker": worker.pid, **shared}
+            return body(server.url, roots)
+
+    def run(name, base, roots, plan, nodes_per_pool, http, backlog=None):
+        return asyncio.run(kece_run(name, base, plan, nodes_per_pool=nodes_per_pool, tokens=tokens, users=students,
+                                    roots=roots, http=http, backlog=backlog))
+
+    def one_web(base, roots):
+        steps = [] if args.quick else [30, 100]
+        for count in steps:
+            results[f"http{count}"] = run(f"{count} python submissions over HTTP, 4 nodes", base, roots,
+                                          python300[:count], {"python": 4}, True)
+        results["http300"] = run("300 python submissions over HTTP, 4 nodes", base, roots, python300,
+                                 {"python": 4}, True)
+        results["queued300"] = run("the same 300 queued before the nodes claim, 4 nodes", base, roots, python300,
+                                   {"python": 4}, False)
+        if not args.no_scale:
+            results["http300-2n"] = run("300 over HTTP, 2 nodes", base, roots, python300, {"python": 2}, True)
+            results["queued300-2n"] = run("300 queued, 2 nodes", base, roots, python300, {"python": 2}, False)
+        if not args.quick:
+            mixed, backlog = mixed_plan(problems, exam_problems, exam, students)
+            results["mixed"] = run("300 mixed over the five pools (1 node each), EXAM + practice over HTTP,"
+                                   " REJUDGE backlog", base, roots, mixed, {pool: 1 for pool in POOLS}, True, backlog)
+
+    with_server(1, one_web)
+    if not args.no_scale:
+        def two_web(base, roots):
+            results["http300-2w"] = run("300 over HTTP, 2 web processes, 4 nodes", base, roots, python300,
+                                        {"python": 4}, True)
+            results["queued300-2w"] = run("300 queued, 2 web processes, 4 nodes", base, roots, python300,
+                                          {"python": 4}, False)
+        with_server(2, two_web)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        with_server(1, lambda base, roots: results.__setitem__("profiled", run(
+            "300 queued, profiled (cProfile: slower)", base, roots, python300, {"python": 4}, False)), args.profile)
+
+    queued = results["queued300"]
+    judge_times = [queued.records[j][1] for j in queued.jobs]
+    ideal = queued.ideal()
+    peer_results = {}
+    if not args.no_peers:
+        peer_results["Celery + Redis, acks_late"] = peer_celery(judge_times, 4)
+        peer_results["SKIP LOCKED pollers, 100 ms"] = peer_pollers(judge_times, 4)
+
+    print(f"acceptance benchmark: uvicorn + Celery worker/beat + MariaDB + Redis, simulated cold nodes of {SLOTS}"
+          f" slots over HTTP, {os.cpu_count()} cores shared with the load generator")
+    print("  problems: " + ", ".join(f"{w.name} {int(w.share * 100)} % ({w.low * 1000:.0f}-{w.high * 1000:.0f} ms,"
+                                     f" {w.cases} cases of {w.case_bytes // 1024} KiB)" for w in WEIGHTS))
+    for key, result in results.items():
+        print_run(result, per_class=key == "mixed")
+    print("  peers on the queued burst's judge times (16 slots, results written to MariaDB):")
+    best = None
+    for name, (makespan, monitor) in peer_results.items():
+        ratio = makespan / ideal
+        best = ratio if best is None else min(best, ratio)
+        workers_cpu = sum(v for k, v in monitor.cpu.items() if k not in ("mariadb", "redis"))
+        print(f"    {name}: makespan {makespan:.2f} s, ratio {ratio:.3f}; KECE / peer {queued.ratio / ratio:.3f};"
+              f" its workers' CPU {1000 * workers_cpu / len(judge_times):.1f} ms a job; {monitor.line()}")
+    cpu = queued.server_cpu_per_job()
+    with_submissions = results["http300"].server_cpu_per_job()
+    print("  targets:")
+    print(f"    server CPU per judged job, queued 300 burst: {1000 * cpu:.2f} ms (target <= 4:"
+          f" {'met' if cpu <= 0.004 else 'NOT met'}); with the submissions (300 over HTTP): {1000 * with_submissions:.2f} ms")
+    if best is not None:
+        print(f"    queued 300 ratio {queued.ratio:.3f} against the better peer's {best:.3f} + 0.02:"
+              f" {'met' if queued.ratio <= best + 0.02 else 'NOT met'}")
+    http300 = results["http300"]
+    print(f"    300 over HTTP ratio {http300.ratio:.3f} (target <= 1.15: {'met' if http300.ratio <= 1.15 else 'NOT met'})")
+    if "mixed" in results:
+        print("  slot advice (the mixed burst's judge times, 300 of a pool's mix in 60 s):")
+        slot_advice(results["mixed"])
+    if args.profile:
+        print("  CPU profile of the queued 300 burst's server (cProfile on each thread's CPU clock; the whole"
+              " life of the processes, start-up included):")
+        for name in ("web", "worker"):
+            path = args.profile / f"{name}.pstats"
+            if path.exists():
+                profile_top(path)
+
+
+def mixed_plan(problems, exam_problems, exam, students):
+    """60 submissions per pool: a fifth exam answers, the rest practice, over HTTP; and a
+    REJUDGE backlog of 12 per pool: their submissions judged before, now; the function that
+    queues their rejudges."""
+    from django.db import connection
+    from django.utils import timezone
+    from judging.models import JobState, JudgeJob, PriorityClass
+    from judging.services.rejudge import submission_rejudge
+
+    plan = []
+    for pool in POOLS:
+        plan += plan_of(problems[pool], 36, seed=len(plan))
+        plan += plan_of(exam_problems[pool], 12, seed=len(plan), extra={"examId": exam.pk})
+    random.Random(5).shuffle(plan)
+    backlog_plan = [body for pool in POOLS for body in plan_of(problems[pool], 12, seed=7)]
+    first = _submit_queued(backlog_plan, students)
+    try:
+        JudgeJob.objects.filter(pk__in=first).update(state=JobState.COMPLETED)
+        rows = list(JudgeJob.objects.filter(pk__in=first).values_list("submission_type", "submission_id"))
+    finally:
+        connection.close()
+
+    def backlog() -> list[int]:
+        try:
+            return [submission_rejudge(submission_type=kind, submission_id=pk, now=timezone.now(),
+                                       priority_class=PriorityClass.REJUDGE).pk for kind, pk in rows]
+        finally:
+            connection.close()
+
+    return plan, backlog
+
+
+if __name__ == "__main__":
+    main()
