@@ -15,6 +15,7 @@
 
 import os
 import re
+import time
 
 from django.core.asgi import get_asgi_application
 
@@ -28,6 +29,10 @@ from django.core.handlers.exception import convert_exception_to_response  # noqa
 
 from kece import lanes  # noqa: E402
 from kece.bodies import limit_request_bodies  # noqa: E402
+
+
+# Where a handler leaves the resolved route in the ASGI scope (`route_http` reads it).
+ROUTE_KEY = "kece.route"
 
 
 class ContractASGIHandler(ASGIHandler):
@@ -74,7 +79,12 @@ class LaneASGIHandler(ContractASGIHandler):
         await self.handle(scope, receive, send)
 
     async def get_response_async(self, request):
-        return await self.lane(request).run(self.get_response, request)
+        response = await self.lane(request).run(self.get_response, request)
+        # The URL pattern the request resolved to, for the request-duration histogram.
+        match = getattr(request, "resolver_match", None)
+        if match is not None:
+            request.scope[ROUTE_KEY] = match.route
+        return response
 
 
 django_application = LaneASGIHandler()
@@ -89,10 +99,12 @@ if settings.KECE_SERVE_STATIC:
 
 from judging.api.claim import asgi_claim  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
+from kece import metrics, metrics_endpoint  # noqa: E402
 from kece.converters import IdConverter  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
+METRICS_PATH = "/metrics"
 RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
 
 
@@ -115,25 +127,58 @@ class InternalASGIHandler(LaneASGIHandler):
 internal_application = InternalASGIHandler()
 
 
+CLAIM_ROUTE = CLAIM_PATH.lstrip("/")
+RESULT_ROUTE = INTERNAL_PREFIX.lstrip("/") + "judgers/jobs/<id:job_id>/result"
+# Requests no URL pattern matched (and static files): one label each, never the raw path.
+UNMATCHED_ROUTE = "unmatched"
+
+
+async def _route(scope, receive, send):
+    path = scope.get("path", "")
+    if path == CLAIM_PATH:
+        scope[ROUTE_KEY] = CLAIM_ROUTE
+        await asgi_claim(scope, receive, send)
+        return
+    if path.startswith(INTERNAL_PREFIX):
+        result = RESULT_PATH.fullmatch(path)
+        if result is not None:
+            scope[ROUTE_KEY] = RESULT_ROUTE
+            await asgi_result(scope, receive, send, int(result.group(1)))
+            return
+        await internal_application(scope, receive, send)
+        return
+    if path == METRICS_PATH:
+        scope[ROUTE_KEY] = metrics_endpoint.ROUTE
+        await metrics_endpoint.asgi_metrics(scope, receive, send)
+        return
+    await django_application(scope, receive, send)
+
+
 async def route_http(scope, receive, send):
     if scope["type"] == "lifespan":
         from kece.lifespan import serve_lifespan
 
         await serve_lifespan(receive, send)
         return
-    if scope["type"] == "http":
-        path = scope.get("path", "")
-        if path == CLAIM_PATH:
-            await asgi_claim(scope, receive, send)
-            return
-        if path.startswith(INTERNAL_PREFIX):
-            result = RESULT_PATH.fullmatch(path)
-            if result is not None:
-                await asgi_result(scope, receive, send, int(result.group(1)))
-                return
-            await internal_application(scope, receive, send)
-            return
-    await django_application(scope, receive, send)
+    if scope["type"] != "http":
+        await django_application(scope, receive, send)
+        return
+    # The request-duration histogram, by the route the handler resolved: the status is
+    # taken from the answer as it goes out, the time when the handler is done.
+    started = time.perf_counter()
+    status = 500
+
+    async def send_and_note(message):
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    try:
+        await _route(scope, receive, send_and_note)
+    finally:
+        metrics.http_request(scope.get(ROUTE_KEY, UNMATCHED_ROUTE), scope.get("method", ""), status,
+                             time.perf_counter() - started)
 
 
 application = limit_request_bodies(route_http)

@@ -2,7 +2,7 @@ import os
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import beat_embedded_init, beat_init
+from celery.signals import beat_embedded_init, beat_init, celeryd_init, worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
@@ -28,3 +28,19 @@ def _schedule_folder(sender=None, **kwargs):
     from django.conf import settings
 
     Path(settings.CELERY_BEAT_SCHEDULE_FILENAME).parent.mkdir(parents=True, exist_ok=True)
+
+
+@celeryd_init.connect
+def _reset_metrics(sender=None, **kwargs):
+    # In the worker's main process, before its pool starts: the worker's metrics folder,
+    # named after its node name (`celery@host`, `probes@host`), emptied once for the group.
+    from kece import metrics
+
+    metrics.reset_group(str(sender or "celery").split("@")[0])
+
+
+@worker_process_shutdown.connect
+def _process_ended(**kwargs):
+    from kece import metrics
+
+    metrics.mark_process_dead()

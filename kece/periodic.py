@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from kece import metrics
+
 logger = logging.getLogger("kece.periodic")
 
 
@@ -139,12 +141,16 @@ def run_guarded(step):
     """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
     close_old_connections()
     try:
-        return step()
+        result = step()
     except Exception:
         logger.exception("periodic step failed", extra={"step": step.__name__})
         return None
     finally:
         close_old_connections()
+    # Its last success, the same for every process that serves /metrics (the snapshot
+    # refresh records its own, however it is run).
+    metrics.step_succeeded(step.__name__.removesuffix("_step"))
+    return result
 
 
 def reconcile_step(now=None):
