@@ -13,6 +13,7 @@ This module imports no app, so the apps may use it. Recording is a dictionary lo
 lock and a write into a memory-mapped file: a few microseconds, on the node path too.
 """
 
+import logging
 import os
 import re
 import shutil
@@ -23,6 +24,8 @@ from pathlib import Path
 from django.conf import settings
 from prometheus_client import Counter, Histogram, values
 from prometheus_client import multiprocess
+
+logger = logging.getLogger("kece.metrics")
 
 GROUP_ENV = "KECE_METRICS_GROUP"
 DEFAULT_GROUP = "web"
@@ -65,11 +68,18 @@ def reset_group(group: str) -> Path:
 class _Metrics:
     def __init__(self):
         folder = group_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        # Read at each file's opening by the client: set before the first value exists.
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
-        if not getattr(values.ValueClass, "_multiprocess", False):
-            values.ValueClass = values.MultiProcessValue()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Counting must never fail the work counted: this process keeps its values in
+            # memory, and /metrics does not see them.
+            logger.error("metrics folder unusable; this process's metrics are not shared",
+                         extra={"folder": str(folder), "error": str(exc)})
+        else:
+            # Read at each file's opening by the client: set before the first value exists.
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+            if not getattr(values.ValueClass, "_multiprocess", False):
+                values.ValueClass = values.MultiProcessValue()
         # registry=None: `/metrics` reads the files, not an in-process registry.
         kw = {"registry": None}
         self.queue_wait = Histogram("kece_queue_wait_seconds", "Time a job waited for its claim (claim time − "

@@ -147,8 +147,12 @@ def run_guarded(step):
         return None
     finally:
         close_old_connections()
-    # Its last success, the same for every process that serves /metrics (the snapshot
-    # refresh records its own, however it is run).
+    return succeeded(step, result)
+
+
+def succeeded(step, result):
+    """Note `step`'s success where every process that serves /metrics reads it (the snapshot
+    refresh notes its own, however it is run); returns its result."""
     metrics.step_succeeded(step.__name__.removesuffix("_step"))
     return result
 
