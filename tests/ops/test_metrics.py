@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ from pools import snapshot
 from tests.deploy.test_proxy_live import die_with_parent
 from tests.e2e.conftest import FAST_TIMINGS, Agents, need_pool, tls, wait_for  # noqa: F401 (tls: a fixture)
 from tests.factories import UserFactory, make_node, make_problem
-from tests.live import LiveServer, free_port
+from tests.live import ROOT, LiveServer, free_port
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -234,3 +235,50 @@ def test_a_real_prometheus_scrapes_the_server(server, tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+def test_the_celery_workers_counters_are_served_by_web_and_a_restart_starts_them_afresh(tmp_path):
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    from tests.judging.helpers import claim, submit
+
+    with LiveServer(env={"KECE_IN_PROCESS_SCHEDULER": 0}, log_path=tmp_path / "server.log") as server:
+        # What a previous run of the worker left: its group's starter must empty it.
+        stale = Path(server.env["KECE_METRICS_DIR"]) / "celery"
+        stale.mkdir(parents=True, exist_ok=True)
+        left = MmapedDict(str(stale / "counter_4242.db"))
+        left.write_value(mmap_key("kece_lease_expiries", "kece_lease_expiries_total", ["pool"], ["python"], ""), 7, 0)
+        left.close()
+
+        node, identity = make_node(pool="python")
+        submit(UserFactory(), make_problem(languages=("python",), cases=1))
+        [job] = claim(identity)
+        JudgeJob.objects.filter(pk=job.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat", "--concurrency", "1",
+             "--hostname", "celery@metrics-test", "--loglevel", "WARNING", "-s", str(tmp_path / "beat-schedule")],
+            env={**server.env, "KECE_REAP_INTERVAL_MS": "300"}, cwd=ROOT, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "worker.log", "wb"), preexec_fn=die_with_parent)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert worker.poll() is None, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+                found = scrape(server, headers={})
+                # The reaper's success is noted after its pass, and its counts before.
+                if {s.labels["step"] for s in found["kece_periodic_last_success_timestamp_seconds"].samples} \
+                        >= {"reap"}:
+                    break
+                assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+                time.sleep(0.2)
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(5)
+    # The reaper ran in the worker's pool process; web added up that group's files, and not
+    # what the previous run had left.
+    assert value(found, "kece_lease_expiries", "kece_lease_expiries_total", pool="python") == 1
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
