@@ -105,8 +105,8 @@ class _Metrics:
                                       "job table (a wake-up hint was missed or none came).", **kw)
 
     def families(self):
-        """(name, type) of every metric here, as exposed (counters without `_total`)."""
-        return [(m._name, m._type) for m in vars(self).values()]
+        """(name, type, help) of every metric here (a counter's name without `_total`)."""
+        return [(m._name, m._type, m._documentation) for m in vars(self).values()]
 
 
 _metrics: _Metrics | None = None

@@ -41,9 +41,9 @@ class FilesCollector:
         files = sorted(str(p) for p in Path(settings.KECE_METRICS_DIR).glob("*/*.db"))
         found = {family.name: family for family in MultiProcessCollector.merge(files, accumulate=True)}
         empty = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}
-        for name, kind in metrics.get().families():
+        for name, kind, documentation in metrics.get().families():
             family = found.pop(name, None)
-            yield family if family is not None else empty[kind](name, "")
+            yield family if family is not None else empty[kind](name, documentation)
         yield from found.values()
 
 

@@ -77,19 +77,21 @@ def web_workers(server) -> list[int]:
             if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
-@pytest.fixture
-def server(tls, tmp_path):  # noqa: F811 (the fixture imported above)
-    # No periodic work in the server: the test refreshes the snapshot itself, at the times it chooses.
+@pytest.fixture(scope="module")
+def server(tls, tmp_path_factory, django_db_setup, django_db_blocker):  # noqa: F811 (tls: imported above)
+    """One server with two web processes for the module (its tests judge by differences);
+    no periodic work in it: the tests refresh the snapshot themselves, at the times they choose."""
     from tests.conftest import ON_MARIADB
 
     if not ON_MARIADB:
         pytest.skip("live-server tests need MariaDB/MySQL")
-    live = LiveServer(env={**FAST_TIMINGS, "KECE_PROBE_ALLOWED_PORTS": "443,1024-65535",
-                           "KECE_PROBE_CA_FILE": str(tls["ca"]), "KECE_IN_PROCESS_SCHEDULER": 0,
-                           "KECE_METRICS_TOKEN": TOKEN},
-                      log_path=tmp_path / "server.log", workers=2).start()
-    yield live
-    live.stop()
+    with django_db_blocker.unblock():
+        live = LiveServer(env={**FAST_TIMINGS, "KECE_PROBE_ALLOWED_PORTS": "443,1024-65535",
+                               "KECE_PROBE_CA_FILE": str(tls["ca"]), "KECE_IN_PROCESS_SCHEDULER": 0,
+                               "KECE_METRICS_TOKEN": TOKEN},
+                          log_path=tmp_path_factory.mktemp("metrics-server") / "server.log", workers=2).start()
+        yield live
+        live.stop()
 
 
 def test_every_name_of_the_vocabulary_is_scraped_with_its_type(server):
