@@ -9,6 +9,8 @@
 - Everything else is the ordinary Django application, its synchronous middleware and view
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
+- `/metrics` (Prometheus) is served bare too (`kece.metrics_endpoint`), and every request's
+  time is recorded here, by the URL pattern its handler resolved (`kece.metrics`).
 - Lifespan: the node-change subscription starts with the server; in the embedded default
   the in-process scheduler starts and stops with it.
 """
@@ -131,6 +133,8 @@ CLAIM_ROUTE = CLAIM_PATH.lstrip("/")
 RESULT_ROUTE = INTERNAL_PREFIX.lstrip("/") + "judgers/jobs/<id:job_id>/result"
 # Requests no URL pattern matched (and static files): one label each, never the raw path.
 UNMATCHED_ROUTE = "unmatched"
+# Any other method a client sends is one label too: the labels stay bounded.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 async def _route(scope, receive, send):
@@ -177,8 +181,9 @@ async def route_http(scope, receive, send):
     try:
         await _route(scope, receive, send_and_note)
     finally:
-        metrics.http_request(scope.get(ROUTE_KEY, UNMATCHED_ROUTE), scope.get("method", ""), status,
-                             time.perf_counter() - started)
+        method = scope.get("method", "")
+        metrics.http_request(scope.get(ROUTE_KEY, UNMATCHED_ROUTE), method if method in METHODS else "other",
+                             status, time.perf_counter() - started)
 
 
 application = limit_request_bodies(route_http)
