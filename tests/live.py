@@ -47,6 +47,19 @@ def read_answer(sock) -> tuple[int, bytes]:
     return int(lines[0].split()[1]), body[:length]
 
 
+def stop_group(process: subprocess.Popen, grace: float = 10) -> None:
+    """Stop a process started in a session of its own, with everything it started: SIGTERM,
+    and SIGKILL if it is not gone within `grace` seconds."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
 class DatabaseAccount:
     """A MariaDB account with every privilege on the test database and nothing else. Its
     statements go through a connection of their own: a CREATE USER inside a test's
@@ -165,13 +178,8 @@ class LiveServer:
 
     def stop(self):
         self.listener.close()
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
+        if self.process:
+            stop_group(self.process)
         if self.database is not None:
             self.database.drop()
 

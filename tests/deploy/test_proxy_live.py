@@ -27,7 +27,7 @@ from django.test import Client
 
 from tests.api.helpers import make_admin
 from tests.deploy.test_compose import NGINX_CONF
-from tests.live import LiveServer, free_port, read_answer
+from tests.live import LiveServer, free_port, read_answer, stop_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -107,13 +107,8 @@ def proxy(tmp_path):
                 time.sleep(0.1)
         yield origin, client_tls, f"https://127.0.0.1:{ports[8443]}"
     finally:
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        if process is not None:
+            stop_group(process)
         server.stop()
 
 
