@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from judging.models import PriorityClass
 from kece import lanes, metrics
 from pools import snapshot
 from pools.registry import POOLS
@@ -91,20 +92,25 @@ class SnapshotCollector:
             found = {}
         figures = found.get(snapshot.FIGURES_KEY) or {}
         as_of = figures.get("asOf")
+        # Every pool and class, 0 where nothing waits or runs: an empty queue is a value.
+        queued = {(p, c): (n, oldest) for p, c, n, oldest in figures.get("queued", ())}
+        running = {p: (n, oldest) for p, n, oldest in figures.get("running", ())}
+        cells = [(p, c) for p in POOLS for c in PriorityClass.values] if figures else []
         yield _gauge("kece_jobs_queued", "Judge jobs waiting for a node (due or in backoff).", ["pool", "class"],
-                     [(p, c, n) for p, c, n, _ in figures.get("queued", ())])
+                     [(p, c, queued.get((p, c), (0, 0))[0]) for p, c in cells])
         yield _gauge("kece_queue_oldest_wait_seconds", "How long the oldest due job has waited.", ["pool", "class"],
-                     [(p, c, oldest) for p, c, _, oldest in figures.get("queued", ())])
+                     [(p, c, queued.get((p, c), (0, 0))[1]) for p, c in cells])
+        pools = list(POOLS) if figures else []
         yield _gauge("kece_jobs_running", "Jobs holding a lease.", ["pool"],
-                     [(p, n) for p, n, _ in figures.get("running", ())])
+                     [(p, running.get(p, (0, 0))[0]) for p in pools])
         yield _gauge("kece_running_oldest_seconds", "Age of the oldest running job since its claim.", ["pool"],
-                     [(p, oldest) for p, _, oldest in figures.get("running", ())])
+                     [(p, running.get(p, (0, 0))[1]) for p in pools])
         yield _gauge("kece_nodes", "Nodes (not revoked) by observed state.", ["pool", "state"],
                      figures.get("nodes", ()))
         yield _gauge("kece_pool_slots", "Slots of the pool's ready nodes.", ["pool"],
-                     [(p, figures.get("slots", {}).get(p, 0)) for p in POOLS] if figures else ())
+                     [(p, figures["slots"].get(p, 0)) for p in pools])
         yield _gauge("kece_pool_slots_busy", "Slots of the pool's ready nodes holding a job.", ["pool"],
-                     [(p, figures.get("slotsBusy", {}).get(p, 0)) for p in POOLS] if figures else ())
+                     [(p, figures["slotsBusy"].get(p, 0)) for p in pools])
         yield _gauge("kece_node_last_heartbeat_age_seconds", "Time since the node's last heartbeat.",
                      ["pool", "node"], figures.get("heartbeats", ()))
         yield _gauge("kece_outbox_pending", "Settlement events not yet applied.",
