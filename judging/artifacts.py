@@ -1,7 +1,8 @@
 """Content-addressed store for test data and sources: one file per sha-256 digest.
 
 Files are written to a temporary name in the target directory, fsynced and renamed, so a
-reader sees either nothing or the complete file. Storing the same bytes twice is a no-op.
+reader sees either nothing or the complete file. Storing the same bytes twice writes nothing
+again; it only marks the file as stored now (see `_refreshed`).
 """
 
 import hashlib
@@ -13,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+# A file being written: renamed to its digest once whole (retention sweeps a crashed write's).
+INCOMING = ".incoming-"
 
 
 def sha256_hex(data: bytes) -> str:
@@ -43,9 +46,9 @@ def store_bytes(data: bytes) -> dict:
     is always whole); return its manifest entry `{digest, bytes}`."""
     digest = sha256_hex(data)
     target = path_for(digest)
-    if not (target.exists() and target.stat().st_size == len(data)):
+    if not _refreshed(target, len(data)):
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=INCOMING, dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -57,6 +60,20 @@ def store_bytes(data: bytes) -> dict:
                 os.unlink(tmp)
             raise
     return {"digest": digest, "bytes": len(data)}
+
+
+def _refreshed(target: Path, size: int) -> bool:
+    """Whether `target` is already whole in the store; if so its modification time is set to
+    now. Retention sweeps a file that nothing names only once it is older than a grace period
+    (`judging.services.retention`): storing it again, before the manifest that will name it is
+    written, must start that grace again. A file swept meanwhile is simply written anew."""
+    try:
+        if target.stat().st_size != size:
+            return False
+        os.utime(target)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def store_file(path: Path) -> dict:

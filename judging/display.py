@@ -90,6 +90,8 @@ def verdict_class(status: str) -> str:
 # How one lease of a job ended, in words and an icon (`judging.selectors.submission_history`).
 ATTEMPT_WORDS = {
     "SETTLED": (_("Judged: this is the result"), "ok"),
+    # A generation judged, then replaced by a rejudge: its verdict is on record, not shown.
+    "REPLACED": (_("Judged, then replaced by a rejudge"), "unknown"),
     "RUNNING": (_("Being judged now"), "run"),
     "REQUEUED": (_("Given back to the queue, judged again later"), "queue"),
     "FAILED": (_("Failed: the last attempt allowed"), "down"),
@@ -105,14 +107,36 @@ ATTEMPT_REASONS = {
 }
 
 
-def history_rows(history: list[dict]) -> list[dict]:
-    """The history's leases as table rows: generation, attempt number, words, icon, reason."""
+def history_rows(history: list[dict], *, judged_generation: int | None = None) -> list[dict]:
+    """The history's leases as table rows: generation, attempt number, words, icon, reason.
+    A settled lease of a generation other than `judged_generation` (the one the submission
+    shows) reads as replaced."""
     rows = []
     for job in history:
         for number, lease in enumerate(job["attempts"], start=1):
-            words, icon = ATTEMPT_WORDS[lease["outcome"]]
+            outcome = lease["outcome"]
+            if outcome == "SETTLED" and judged_generation is not None and job["generation"] != judged_generation:
+                outcome = "REPLACED"
+            words, icon = ATTEMPT_WORDS[outcome]
             reason = lease["error"]
             rows.append({**lease, "generation": job["generation"], "number": number, "words": words, "icon": icon,
                          "reason": ATTEMPT_REASONS.get(reason, _("a fault on the judge (%(error)s)") % {"error": reason}
                                                        if reason else "")})
     return rows
+
+
+def provenance_blocks(history: list[dict], *, judged_generation: int | None) -> list[dict]:
+    """Each judged generation's provenance, newest first, with the one whose verdict the
+    submission shows marked and the judging time in words."""
+    blocks = []
+    for generation in reversed(history):
+        provenance = generation["provenance"]
+        if provenance is None:
+            continue
+        claimed, finished = provenance["claimedAt"], provenance["finishedAt"]
+        seconds = (finished - claimed).total_seconds() if claimed and finished else None
+        blocks.append({**provenance, "generation": generation["generation"],
+                       "current": generation["generation"] == judged_generation,
+                       "verdict_words": VERDICT_WORDS.get(provenance["verdict"], provenance["verdict"] or "—"),
+                       "took": gettext("%(s).1f s") % {"s": seconds} if seconds is not None else ""})
+    return blocks

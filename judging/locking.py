@@ -114,9 +114,9 @@ def _locked_rows(model, pks, *, shared: bool = False, names: tuple | None = None
                       f" ORDER BY {shape.pk_column}{_lock_clause(connection, shared=shared)}", keys, connection)
 
 
-def _lock_by_pk(model, rank: Rank, pks):
+def _lock_by_pk(model, rank: Rank, pks, *, names: tuple | None = None):
     _acquire(rank, pks)
-    return {row.pk: row for row in _locked_rows(model, pks)}
+    return {row.pk: row for row in _locked_rows(model, pks, names=names)}
 
 
 def _lock_one(model, rank: Rank, pk, *, key=None, shared: bool = False, names: tuple | None = None):
@@ -197,10 +197,11 @@ def lock_submission(submission_type: str, submission_id: int):
 
 # --- jobs ----------------------------------------------------------------------------------------
 
-def lock_jobs(pks) -> dict:
+def lock_jobs(pks, *, names: tuple | None = None) -> dict:
+    """Lock job rows by key; `names`: the only fields to read (the others are deferred)."""
     from judging.models import JudgeJob
 
-    return _lock_by_pk(JudgeJob, Rank.JOB, pks)
+    return _lock_by_pk(JudgeJob, Rank.JOB, pks, names=names)
 
 
 def lock_job(pk):

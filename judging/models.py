@@ -262,9 +262,18 @@ class JudgeJob(models.Model):
     settled_node_id = models.BigIntegerField(null=True, blank=True)
     settled_digest = models.CharField(max_length=64, blank=True, default="")
     settled_status = models.CharField(max_length=16, blank=True, default="")
+    # The verdict's provenance, written with the verdict under the settling lease: the node's
+    # name and reported runtime spec then (a node may be renamed or upgraded later), and the
+    # digest of the test data it was given (`judging.services.snapshot.judged_data_digest`).
+    settled_node_name = models.CharField(max_length=100, blank=True, default="")
+    settled_runtime_spec = models.CharField(max_length=64, blank=True, default="")
+    settled_manifest_digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When retention took the job's heavy copies (`judging.services.retention`): the result's
+    # per-case details and output, the snapshot's case list (its manifest keeps them).
+    details_pruned_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -284,6 +293,11 @@ class JudgeJob(models.Model):
             # Slot counts under the node and host-group locks.
             models.Index(fields=["node", "state"], name="judge_job_node_state"),
             models.Index(fields=["host_group", "state"], name="judge_job_group_state"),
+            # Capacity advice: a pool's arrivals in a recent window (`judging.capacity`).
+            # Both columns are written once, at insert, so the index costs no claim or settle.
+            models.Index(fields=["pool", "created_at"], name="judge_job_arrivals"),
+            # Retention: the finished jobs whose details are still whole, oldest first.
+            models.Index(fields=["details_pruned_at", "finished_at"], name="judge_job_prunable"),
         ]
 
     @property

@@ -187,8 +187,13 @@ def submission_detail(request, submission_type: str, submission_id: int):
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)
+    history = submission_history(submission)
+    # A result still hidden from the viewer (an exam's, before publishing) hides who judged it too.
+    hidden = hidden_wait(submission, request.user) is not None
+    judged_generation = submission.judged_generation if submission.verdict else None
     context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
-               "history": display.history_rows(submission_history(submission)),
+               "history": display.history_rows(history, judged_generation=judged_generation),
+               "provenance": [] if hidden else display.provenance_blocks(history, judged_generation=judged_generation),
                "show_nodes": can_manage_judgers(request.user)}
     return render(request, "judging/submission_detail.html", context)
 

@@ -25,6 +25,13 @@ def ready_nodes(*, now):
     ).filter(VERIFIED)
 
 
+def ready_slots(*, now) -> dict[str, int]:
+    """Per pool, the slots of its ready nodes: what it can judge at once now."""
+    from django.db.models import Sum
+
+    return {pool: n or 0 for pool, n in ready_nodes(now=now).values_list("pool").annotate(n=Sum("max_slots"))}
+
+
 def submission_state(submission, *, now):
     """(job, status, waitReason) of a submission now, as the user API and pages show it."""
     from judging.models import JudgeJob
@@ -256,5 +263,41 @@ def submission_history(submission) -> list[dict]:
             leases.append({"leaseEpoch": job.settled_lease_epoch, "nodeId": job.settled_node_id,
                            "claimedAt": job.started_at, "endedAt": job.finished_at, "outcome": SETTLED, "error": ""})
         history.append({"jobId": job.pk, "generation": job.generation, "state": job.state,
-                        "createdAt": job.created_at, "attempts": leases})
+                        "createdAt": job.created_at, "attempts": leases, "provenance": None})
+    _add_provenance(history, {job.pk: job for job in jobs})
     return history
+
+
+def judged_provenance(submission, history: list[dict]) -> dict | None:
+    """The provenance of the verdict the submission shows: its judged generation's."""
+    return next((g["provenance"] for g in history if g["generation"] == submission.judged_generation
+                 and submission.verdict), None)
+
+
+def _runtime_label(spec_id: str) -> str:
+    return next((pool.spec.description for pool in POOLS.values() if pool.spec.id == spec_id), "")
+
+
+def _add_provenance(history: list[dict], jobs: dict) -> None:
+    """Each judged generation's provenance, from its job row: the node that settled it, its
+    runtime spec, the lease, the test data and when it was judged (the settling lease's claim
+    → the result). Jobs settled before these were recorded fall back to the node's name now
+    and the job's own spec and snapshot."""
+    from judging.services.snapshot import judged_data_digest
+
+    judged = [jobs[g["jobId"]] for g in history if g["state"] == JobState.COMPLETED]
+    unnamed = {job.settled_node_id for job in judged if not job.settled_node_name and job.settled_node_id}
+    names = dict(JudgeNode.objects.filter(pk__in=unnamed).values_list("pk", "name")) if unnamed else {}
+    for generation in history:
+        job = jobs[generation["jobId"]]
+        if job.state != JobState.COMPLETED:
+            continue
+        spec = job.settled_runtime_spec or job.runtime_spec
+        snapshot = job.snapshot or {}
+        generation["provenance"] = {
+            "nodeId": job.settled_node_id, "nodeName": job.settled_node_name or names.get(job.settled_node_id, ""),
+            "runtimeSpec": spec, "runtimeLabel": _runtime_label(spec), "leaseEpoch": job.settled_lease_epoch,
+            "manifestId": job.manifest_id, "manifestVersion": snapshot.get("manifestVersion"),
+            "manifestDigest": job.settled_manifest_digest or judged_data_digest(snapshot),
+            "verdict": (job.result or {}).get("verdict"),
+            "claimedAt": job.started_at, "finishedAt": job.finished_at}

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from pathlib import Path
 
 from django.conf import settings
@@ -35,7 +34,7 @@ OUTCOME_JUDGED, OUTCOME_SYSTEM_ERROR = "judged", "system_error"
 PERIODIC_STEPS = ("reap", "events", "exams", "checks", "stall", "integrity", "rejudges", "reconcile", "snapshot",
                   "gc")
 # Where each periodic step's last success is kept, for every process to read alike.
-STEP_SUCCESS_KEY = "kece:metrics:step-success:v1:{}"
+STEP_SUCCESS_KEY = "kece:periodic:ok:{}"
 
 # Seconds: a claim's wait in the queue spans a moment to the class wait limit (600 s) and
 # beyond; a job's run from claim to settlement, a second to a lease or two.
@@ -177,14 +176,20 @@ def http_request(route: str, method: str, code: int, seconds: float) -> None:
     get().http.labels(route, method, str(code)).observe(seconds)
 
 
-def step_succeeded(step: str, at: float | None = None) -> None:
-    """A periodic step's success, in the cache: every process then answers the same time.
-    Best effort: a cache that is down loses the mark, not the step."""
-    if step not in PERIODIC_STEPS:
-        return
+def step_succeeded(step: str) -> None:
+    """A periodic step's success, in the cache: every process then answers the same time
+    (the vocabulary's steps on /metrics). A hint, as everything in the cache is: a cache
+    that is away loses the mark, never the step."""
     from django.core.cache import cache
+    from django.utils import timezone
 
     try:
-        cache.set(STEP_SUCCESS_KEY.format(step), at if at is not None else time.time(), None)
+        cache.set(STEP_SUCCESS_KEY.format(step), timezone.now(), None)
     except Exception:
-        pass
+        logger.warning("periodic step's success not recorded", extra={"step": step}, exc_info=True)
+
+
+def last_step_success(step: str):
+    from django.core.cache import cache
+
+    return cache.get(STEP_SUCCESS_KEY.format(step))

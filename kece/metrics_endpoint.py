@@ -124,7 +124,7 @@ class SnapshotCollector:
         yield _gauge("kece_redis_up", "Whether this process reaches Redis (wake-ups, cache); 0 without Redis.",
                      rows=[(_redis_up(),)])
         yield _gauge("kece_periodic_last_success_timestamp_seconds", "When each periodic step last succeeded.",
-                     ["step"], [(step, found[metrics.STEP_SUCCESS_KEY.format(step)])
+                     ["step"], [(step, found[metrics.STEP_SUCCESS_KEY.format(step)].timestamp())
                                 for step in metrics.PERIODIC_STEPS if metrics.STEP_SUCCESS_KEY.format(step) in found])
         yield _gauge("kece_build_info", "The server's version and commit.", ["version", "commit"], [(*_BUILD, 1)])
 

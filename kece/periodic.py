@@ -137,13 +137,25 @@ def rejudges_step(now=None):
     return enqueued
 
 
+def step_name(step) -> str:
+    """A step's name in the log and in its record of success: `gc` for `gc_step`."""
+    return step.__name__.removesuffix("_step")
+
+
+def last_success(name: str):
+    """When the step `name` last ran to its end (any process; None if not since the cache
+    was emptied): a hint for operators, as everything in the cache is."""
+    return metrics.last_step_success(name)
+
+
 def run_guarded(step):
-    """Run one step the way a scheduler must: fresh connections, errors logged not raised."""
+    """Run one step the way a scheduler must: fresh connections, errors logged not raised,
+    and its success recorded (`last_success`)."""
     close_old_connections()
     try:
         result = step()
     except Exception:
-        logger.exception("periodic step failed", extra={"step": step.__name__})
+        logger.exception("periodic step failed", extra={"step": step_name(step)})
         return None
     finally:
         close_old_connections()
@@ -151,9 +163,9 @@ def run_guarded(step):
 
 
 def succeeded(step, result):
-    """Note `step`'s success where every process that serves /metrics reads it (the snapshot
-    refresh notes its own, however it is run); returns its result."""
-    metrics.step_succeeded(step.__name__.removesuffix("_step"))
+    """Note `step`'s success (`last_success`): every process reads the same, /metrics too.
+    Returns its result."""
+    metrics.step_succeeded(step_name(step))
     return result
 
 
@@ -166,3 +178,18 @@ def reconcile_step(now=None):
         logger.error("reconciliation paused: this host's clock disagrees with the database's")
         return None
     return reconcile_run(now=now or timezone.now(), repair=True)
+
+
+def gc_step(now=None):
+    """Retention: prune what has outlived its age (`judging.services.retention`), a bounded
+    run (`KECE_GC_BATCHES` batches of each kind); what is left goes in the next runs."""
+    from judging.clock import clock_status
+    from judging.services.retention import Policy, gc_run
+
+    if not clock_status().ok:
+        logger.error("retention paused: this host's clock disagrees with the database's")
+        return None
+    reports = gc_run(now=now or timezone.now(), policy=Policy.from_settings())
+    if any(r.more for r in reports):
+        logger.info("retention continues next run", extra={"kinds": [r.kind for r in reports if r.more]})
+    return reports

@@ -25,6 +25,7 @@ def PERIODIC_TASKS():
         ("nodes.publish_console", settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         ("judging.advance_rejudges", settings.KECE_REJUDGE_INTERVAL_MS / 1000),
         ("judging.reconcile", settings.KECE_RECONCILE_INTERVAL_MS / 1000),
+        ("judging.gc", settings.KECE_GC_INTERVAL_MS / 1000),
     ]
 
 
@@ -44,6 +45,7 @@ def _steps():
         (live.publish_step, settings.KECE_CONSOLE_PUBLISH_MS / 1000),
         (periodic.rejudges_step, settings.KECE_REJUDGE_INTERVAL_MS / 1000),
         (periodic.reconcile_step, settings.KECE_RECONCILE_INTERVAL_MS / 1000),
+        (periodic.gc_step, settings.KECE_GC_INTERVAL_MS / 1000),
     ]
 
 

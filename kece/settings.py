@@ -327,6 +327,27 @@ KECE_STATS_CACHE_S = env.int("KECE_STATS_CACHE_S", default=60)
 if KECE_STATS_CACHE_S < 1:
     raise ImproperlyConfigured("KECE_STATS_CACHE_S must be at least 1")
 KECE_CLOCK_SKEW_MAX_MS = _positive_ms("KECE_CLOCK_SKEW_MAX_MS", 5_000)
+# Capacity advice (`judging.capacity`): the recent window the arrival rate and judge time are
+# measured over, how long that measure is served from the cache, the share of ready slots the
+# advice lets be busy on average, and the exam burst's defaults (an ACM participant's
+# submissions per problem; the seconds the burst should be judged within).
+KECE_CAPACITY_WINDOW_S = _count("KECE_CAPACITY_WINDOW_S", 3600, minimum=60)
+KECE_CAPACITY_CACHE_S = _count("KECE_CAPACITY_CACHE_S", 60, minimum=1)
+
+
+def _positive_number(name: str, default: float, *, maximum: float) -> float:
+    try:
+        value = env.float(name, default=default)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= maximum:
+        raise ImproperlyConfigured(f"{name} must be a number above 0 and at most {maximum:g}")
+    return value
+
+
+KECE_CAPACITY_UTILISATION = _positive_number("KECE_CAPACITY_UTILISATION", 0.8, maximum=1)
+KECE_EXAM_SUBMISSIONS_PER_PROBLEM = _positive_number("KECE_EXAM_SUBMISSIONS_PER_PROBLEM", 3.0, maximum=1000)
+KECE_EXAM_BURST_TARGET_S = _count("KECE_EXAM_BURST_TARGET_S", 60, minimum=1)
 KECE_REJUDGE_BATCH = env.int("KECE_REJUDGE_BATCH", default=50)
 if KECE_REJUDGE_BATCH < 1:
     raise ImproperlyConfigured("KECE_REJUDGE_BATCH must be at least 1")
@@ -366,6 +387,24 @@ KECE_CROSS_CHECK_RATE = _not_negative("KECE_CROSS_CHECK_RATE", 100)
 KECE_CROSS_CHECK_QUARANTINE_AFTER = _not_negative("KECE_CROSS_CHECK_QUARANTINE_AFTER", 3)
 if KECE_CROSS_CHECK_QUARANTINE_AFTER < 1:
     raise ImproperlyConfigured("KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1")
+
+
+def _kept_for(name: str, default: int) -> int:
+    """A retention age: 0 or empty keeps forever."""
+    return _not_negative(name, default) if env.str(name, default=str(default)).strip() else 0
+
+
+# Retention (`judging.services.retention`): how often the periodic work prunes, in batches of
+# KECE_GC_BATCH rows (each its own short transaction) and at most KECE_GC_BATCHES batches of
+# each kind per run; how many days finished jobs keep their details, delivered outbox events
+# and audit rows; how many hours a stored file no manifest or active job names is kept.
+KECE_GC_INTERVAL_MS = _positive_ms("KECE_GC_INTERVAL_MS", 3_600_000)
+KECE_GC_BATCH = _count("KECE_GC_BATCH", 200, minimum=1)
+KECE_GC_BATCHES = _count("KECE_GC_BATCHES", 10, minimum=1)
+KECE_GC_JOB_DETAILS_DAYS = _kept_for("KECE_GC_JOB_DETAILS_DAYS", 90)
+KECE_GC_EVENTS_DAYS = _kept_for("KECE_GC_EVENTS_DAYS", 30)
+KECE_GC_AUDIT_DAYS = _kept_for("KECE_GC_AUDIT_DAYS", 365)
+KECE_GC_BLOB_GRACE_HOURS = _kept_for("KECE_GC_BLOB_GRACE_HOURS", 24)
 
 # Out-of-order row locks raise instead of logging. Always on in tests (tests/settings.py).
 KECE_LOCK_ORDER_CHECK = env.bool("KECE_LOCK_ORDER_CHECK", default=DEBUG)

@@ -63,3 +63,8 @@ def publish_console():
 @shared_task(name="judging.reconcile", ignore_result=True)
 def reconcile():
     periodic.run_guarded(periodic.reconcile_step)
+
+
+@shared_task(name="judging.gc", ignore_result=True)
+def gc():
+    periodic.run_guarded(periodic.gc_step)

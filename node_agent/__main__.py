@@ -13,12 +13,15 @@ import signal
 import ssl
 import sys
 
+from prometheus_client import disable_created_metrics
+
 from . import AGENT_VERSION, cgroups, log
 from .client import Client
 from .config import Config, ConfigError, load
 from .health import Identity, start as start_health
 from .judge import compile_limits
 from .loop import EXIT_CONFIG, EXIT_RUNTIME, Agent
+from .metrics import AgentMetrics
 from .sandbox import Sandbox, probe, read_head, remove_tree, sweep_runs
 
 logger = log.get("main")
@@ -135,9 +138,14 @@ def main() -> int:
         return fail(EXIT_RUNTIME, str(exc))
 
     identity = Identity(config.pool, config.runtime_spec)
+    # No `_created` series next to each counter: the agent's restarts show in its own
+    # counters going back to zero, and the extra series would double what is scraped.
+    disable_created_metrics()
+    metrics = AgentMetrics()
     if config.health_listen is not None:
         try:
-            start_health(config.health_listen, config.tls_cert, config.tls_key, identity)
+            start_health(config.health_listen, config.tls_cert, config.tls_key, identity, metrics,
+                         metrics_token=config.metrics_token)
         except (OSError, ssl.SSLError) as exc:
             return fail(EXIT_CONFIG, f"configuration error: health endpoint on "
                         f"{config.health_listen[0]}:{config.health_listen[1]} cannot start: {exc}")
@@ -146,7 +154,7 @@ def main() -> int:
                   "plane cannot verify this node")
 
     client = Client(config.control_url, str(config.ca_file) if config.ca_file else None)
-    agent = Agent(config, client, sandbox, identity, judge_db=judge_db)
+    agent = Agent(config, client, sandbox, identity, judge_db=judge_db, metrics=metrics)
     signal.signal(signal.SIGTERM, agent.request_stop)
     signal.signal(signal.SIGINT, agent.request_stop)
     return agent.run()

@@ -89,6 +89,8 @@ class Client:
         self.timeout = timeout
         self.credential: str | None = None
         self._local = threading.local()
+        # time.monotonic() of the control plane's last answer (start, until the first).
+        self.last_answer = time.monotonic()
 
     # One requests.Session per thread: the claim long-poll, renewals, heartbeats and
     # workers run concurrently and must not share a connection pool's state.
@@ -120,6 +122,9 @@ class Client:
             )
         except requests.RequestException as exc:
             raise TransportError(f"{method} {path}: {exc.__class__.__name__}: {exc}") from None
+        # A 5xx may come from a proxy in front of a control plane that is down: not an answer.
+        if resp.status_code < 500:
+            self.last_answer = time.monotonic()
         if resp.status_code >= 300:
             raise _error_from(resp)
         return resp

@@ -39,6 +39,7 @@ class Config:
     health_listen: tuple[str, int] | None
     tls_cert: Path | None
     tls_key: Path | None
+    metrics_token: str | None
     ca_file: Path | None
     mysql: MysqlTarget | None
     spec: RuntimeSpec
@@ -49,6 +50,7 @@ class Config:
     stop_grace_ms: int
     job_max_ms: int
     cache_max_mb: int
+    cache_low_mb: int
     sql_sweep_ms: int
     claim_jitter_ms: int
     log_level: str
@@ -206,6 +208,10 @@ def load(env: dict[str, str]) -> Config:
     tls_key = _readable_file(env, "JUDGE_TLS_KEY")
     if health_listen and not (tls_cert and tls_key):
         raise ConfigError("JUDGE_TLS_CERT and JUDGE_TLS_KEY are required while the health endpoint is on")
+    metrics_token = env.get("JUDGE_METRICS_TOKEN", "").strip() or None
+    if metrics_token is not None and (len(metrics_token) < 16 or not metrics_token.isprintable()
+                                      or " " in metrics_token):
+        raise ConfigError("JUDGE_METRICS_TOKEN must be at least 16 printable characters without spaces")
 
     mysql = None
     if pool == "mysql":
@@ -232,6 +238,11 @@ def load(env: dict[str, str]) -> Config:
     sandbox_uid = _int(env, "JUDGE_SANDBOX_UID", 65534, 1, 2**31 - 1) if is_root else None
     sandbox_gid = _int(env, "JUDGE_SANDBOX_GID", 65534, 1, 2**31 - 1) if is_root else None
 
+    cache_max_mb = _int(env, "JUDGE_CACHE_MAX_MB", 2048, 16, 1 << 22)
+    cache_low_mb = _int(env, "JUDGE_CACHE_LOW_MB", cache_max_mb * 3 // 4, 0, 1 << 22)
+    if cache_low_mb > cache_max_mb:
+        raise ConfigError(f"JUDGE_CACHE_LOW_MB ({cache_low_mb}) must not exceed JUDGE_CACHE_MAX_MB ({cache_max_mb})")
+
     return Config(
         pool=pool,
         control_url=control_url,
@@ -241,6 +252,7 @@ def load(env: dict[str, str]) -> Config:
         health_listen=health_listen,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        metrics_token=metrics_token,
         ca_file=_readable_file(env, "JUDGE_CA_FILE"),
         mysql=mysql,
         spec=spec,
@@ -250,7 +262,8 @@ def load(env: dict[str, str]) -> Config:
         sandbox_gid=sandbox_gid,
         stop_grace_ms=_int(env, "JUDGE_STOP_GRACE_MS", 30000, 0, 3_600_000),
         job_max_ms=_int(env, "JUDGE_JOB_MAX_MS", 900_000, 10_000, 24 * 3_600_000),
-        cache_max_mb=_int(env, "JUDGE_CACHE_MAX_MB", 2048, 16, 1 << 22),
+        cache_max_mb=cache_max_mb,
+        cache_low_mb=cache_low_mb,
         sql_sweep_ms=_int(env, "JUDGE_SQL_SWEEP_MS", 300_000, 1000, 24 * 3_600_000),
         claim_jitter_ms=_int(env, "JUDGE_CLAIM_JITTER_MS", 500, 0, 60_000),
         log_level=_log_level(env),

@@ -4,6 +4,12 @@
 ``proof = hex(HMAC-SHA256(key=probeKey, msg=challenge))``, both as UTF-8 bytes, the challenge
 exactly as sent. The claim credential is never involved. Anything else is 404; a missing or
 malformed challenge is 400.
+
+``GET /metrics`` is the agent's Prometheus exposition (``metrics.py``). It asks for no key
+unless ``JUDGE_METRICS_TOKEN`` is set (then ``Authorization: Bearer <token>``, else 401): it
+holds counts, sizes and ages only — no credential, probe key, job, submission or user — and
+the endpoint is on the judge network, not the public one. The probe key is never the
+scraper's password: it proves the node to the server, and a scraper should not hold it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from . import AGENT_VERSION, PROTOCOL_VERSION, log
+from .metrics import CONTENT_TYPE, AgentMetrics
 
 logger = log.get("health")
 CHALLENGE_RE = re.compile(r"^[0-9a-fA-F]{8,1024}$")
@@ -49,6 +56,8 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     protocol_version = "HTTP/1.1"
     identity: Identity
+    metrics: AgentMetrics | None
+    metrics_token: str | None
 
     def log_message(self, fmt, *args):  # access log through our own format
         log.event(logger, 10, "health request", peer=self.client_address[0], line=fmt % args)
@@ -62,8 +71,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_metrics(self) -> None:
+        if self.metrics_token is not None:
+            given = self.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.metrics_token}".encode()):
+                return self._send(401, {"error": "unauthorized", "detail": "Authorization: Bearer <token> required"})
+        data = self.metrics.render()
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _paths(self) -> tuple[str, ...]:
+        return ("/healthz", "/metrics") if self.metrics is not None else ("/healthz",)
+
     def do_GET(self):  # noqa: N802 (http.server naming)
         parts = urlsplit(self.path)
+        if parts.path == "/metrics" and self.metrics is not None:
+            return self._send_metrics()
         if parts.path != "/healthz":
             return self._send(404, {"error": "not_found", "detail": "unknown path"})
         values = parse_qs(parts.query, keep_blank_values=True).get("challenge", [])
@@ -80,8 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
         })
 
     def _not_allowed(self):
-        self._send(405 if urlsplit(self.path).path == "/healthz" else 404,
-                   {"error": "not_found", "detail": "only GET /healthz"})
+        allowed = urlsplit(self.path).path in self._paths()
+        detail = "only GET " + " and GET ".join(self._paths())
+        self._send(405 if allowed else 404, {"error": "not_found", "detail": detail})
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_allowed
 
@@ -106,12 +134,14 @@ class _TLSServer(ThreadingHTTPServer):
         log.event(logger, 10, "health connection error", peer=client_address[0])
 
 
-def start(listen: tuple[str, int], cert: Path, key: Path, identity: Identity) -> ThreadingHTTPServer:
+def start(listen: tuple[str, int], cert: Path, key: Path, identity: Identity,
+          metrics: AgentMetrics | None = None, metrics_token: str | None = None) -> ThreadingHTTPServer:
     """Bind and serve in a daemon thread. Raises OSError/ssl.SSLError on bad address or PEM files."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))
-    handler = type("HealthHandler", (_Handler,), {"identity": identity})
+    handler = type("HealthHandler", (_Handler,), {"identity": identity, "metrics": metrics,
+                                                  "metrics_token": metrics_token})
     server = _TLSServer(listen, handler, context)
     thread = threading.Thread(target=server.serve_forever, name="health", daemon=True)
     thread.start()

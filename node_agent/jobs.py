@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 from .log import JobLog
 from .sandbox import RunResult
@@ -31,6 +32,8 @@ class JobContext:
     cancel: threading.Event
     artifact: Callable[[dict], Path]
     progress: Callable[[str, int | None], None] = lambda phase, testcase: None
+    # Times a judging phase (metrics.PHASES): `with ctx.timed("run"): …`.
+    timed: Callable[[str], ContextManager] = lambda phase: contextlib.nullcontext()
     stash: dict = field(default_factory=dict)
 
     @property

@@ -53,10 +53,11 @@ def run_limits(spec: RuntimeSpec, limits: dict) -> tuple[Limits, int, int]:
 
 def prepare_box(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, source: bytes):
     box = ctx.run_dir / "box"
-    sandbox.prepare_box(box)
-    sandbox.place_file(box, spec.source_file, source)
-    for name, content in spec.files:
-        sandbox.place_file(box, name, content.encode("utf-8"))
+    with ctx.timed("prepare"):
+        sandbox.prepare_box(box)
+        sandbox.place_file(box, spec.source_file, source)
+        for name, content in spec.files:
+            sandbox.place_file(box, name, content.encode("utf-8"))
     return box
 
 
@@ -66,10 +67,11 @@ def compile_in(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, memory
         return True, ""
     out, err = ctx.run_dir / "compile.out", ctx.run_dir / "compile.err"
     ctx.log.info("compiling", compiler=spec.compile[0])
-    res = ctx.checked(sandbox.run(
-        spec.render(spec.compile, memory_mb=memory_mb), box=box, box_writable=True, stdin=None,
-        stdout=out, stderr=err, limits=compile_limits(spec), env=dict(spec.env), cancel=ctx.cancel,
-    ))
+    with ctx.timed("compile"):
+        res = ctx.checked(sandbox.run(
+            spec.render(spec.compile, memory_mb=memory_mb), box=box, box_writable=True, stdin=None,
+            stdout=out, stderr=err, limits=compile_limits(spec), env=dict(spec.env), cancel=ctx.cancel,
+        ))
     text = read_head(out, verdicts.COMPILE_OUTPUT_LIMIT) + read_head(err, verdicts.COMPILE_OUTPUT_LIMIT)
     if res.ok:
         ctx.log.info("compiled", ms=res.wall_ms)
@@ -86,10 +88,11 @@ def run_case(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, case: di
     sandbox_limits, time_ms, memory_bound_kb = run_limits(spec, limits)
     out, err = ctx.run_dir / "run.out", ctx.run_dir / "run.err"
     argv = spec.render(spec.run, memory_mb=int(limits["memoryLimitMb"]))
-    res = ctx.checked(sandbox.run(
-        argv, box=box, box_writable=False, stdin=input_path, stdout=out, stderr=err,
-        limits=sandbox_limits, env=dict(spec.env), cancel=ctx.cancel,
-    ))
+    with ctx.timed("run"):
+        res = ctx.checked(sandbox.run(
+            argv, box=box, box_writable=False, stdin=input_path, stdout=out, stderr=err,
+            limits=sandbox_limits, env=dict(spec.env), cancel=ctx.cancel,
+        ))
     verdict = verdicts.classify(
         res, time_limit_ms=time_ms, memory_limit_kb=memory_bound_kb,
         output_limit_bytes=int(limits["outputLimitKb"]) * 1024, stdout_bytes=out.stat().st_size,
@@ -97,7 +100,8 @@ def run_case(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox, box, case: di
         messages=read_head(err, 64 * 1024) + read_tail(out, 4096), oom_markers=spec.oom_markers,
     )
     if verdict is None:
-        verdict = "AC" if verdicts.outputs_match(out, expected_path) else "WA"
+        with ctx.timed("compare"):
+            verdict = "AC" if verdicts.outputs_match(out, expected_path) else "WA"
     time_used = verdicts.time_of(res, verdict, time_ms)
     ctx.log.info("case judged", case=case["ordinal"], of=of, verdict=verdict, time_ms=time_used,
                  memory_kb=res.memory_kb, exit=res.exit_code, signal=res.signal)

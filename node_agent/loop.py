@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import AGENT_VERSION, PROTOCOL_VERSION, credentials, diagnostics, judge, log, sqljudge, verdicts
-from .cache import ArtifactCache, ArtifactError
+from .cache import DISK_HEADROOM, ArtifactCache, ArtifactError, DiskFull, Pins
 from .client import ApiError, Backoff, Client, TransportError
 from .config import Config
 from .credentials import JoinCode, NodeCredential
 from .health import Identity
 from .jobs import InfraError, JobCancelled, JobContext
+from .metrics import AgentMetrics
 from .sandbox import Sandbox, new_run_dir, remove_tree, sweep_runs
 
 logger = log.get("loop")
@@ -85,7 +86,7 @@ class Session:
 class JobRun:
     """One claimed lease, from claim to result (or drop)."""
 
-    def __init__(self, job: dict, session_epoch: int, received: float, job_max_s: float):
+    def __init__(self, job: dict, session_epoch: int, received: float, job_max_s: float, pins: Pins | None = None):
         self.job = job
         self.job_id = int(job["jobId"])
         self.lease_epoch = int(job["leaseEpoch"])
@@ -102,7 +103,7 @@ class JobRun:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.run_dir: Path | None = None
-        self.digests: set[str] = set()
+        self.pins = pins  # the cached files this job uses, kept until it ends
 
     def set_progress(self, phase: str, testcase: int | None) -> None:
         if phase != self.phase or testcase != self.testcase:
@@ -152,14 +153,18 @@ def total_budget_s(job: dict) -> float:
 
 class Agent:
     def __init__(self, config: Config, client: Client, sandbox: Sandbox, identity: Identity,
-                 judge_db: sqljudge.JudgeDb | None = None):
+                 judge_db: sqljudge.JudgeDb | None = None, metrics: AgentMetrics | None = None):
         self.config = config
         self.client = client
         self.sandbox = sandbox
         self.identity = identity
         self.judge_db = judge_db
         self.runs_root = config.workspace / "runs"
-        self.cache = ArtifactCache(config.workspace / "cache", max_bytes=config.cache_max_mb << 20)
+        self.metrics = metrics or AgentMetrics()
+        self.cache = ArtifactCache(config.workspace / "cache", high_bytes=config.cache_max_mb << 20,
+                                   low_bytes=config.cache_low_mb << 20, on_evict=self.metrics.cache_evictions.inc)
+        # Bytes a download needed when the cache's disk was full; while set, nothing is claimed.
+        self.disk_full_need: int | None = None
         self.lock = threading.Lock()
         # Creating a run folder and sweeping the others must not interleave, or a sweep
         # could remove a folder a worker has just made.
@@ -173,6 +178,8 @@ class Agent:
         self.fatal: Fatal | None = None
         self.threads: list[threading.Thread] = []
         self.health_checks: dict[str, bool] = {}
+        self.metrics.watch(slots=self.slot_limit, slots_busy=lambda: len(self.jobs),
+                           cache_bytes=lambda: self.cache.total_bytes, last_answer=lambda: client.last_answer)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -347,11 +354,35 @@ class Agent:
 
     # -- claim -------------------------------------------------------------------------
 
-    def free_slots(self) -> int:
+    def slot_limit(self) -> int:
         slots = self.config.local_slots
         if self.max_slots is not None:
             slots = min(slots, self.max_slots)
-        return max(0, slots - len(self.jobs))
+        return slots
+
+    def free_slots(self) -> int:
+        return max(0, self.slot_limit() - len(self.jobs))
+
+    def cache_has_room(self) -> bool:
+        """False while the cache's disk is full: checked again on each call, and once the
+        download that failed would fit (after evicting what no job holds any more), true."""
+        need = self.disk_full_need
+        if need is None:
+            return True
+        if self.cache.free_disk() < need + DISK_HEADROOM:
+            self.cache.evict_for(need)
+            if self.cache.free_disk() < need + DISK_HEADROOM:
+                return False
+        if self.disk_full_need is not None:
+            self.disk_full_need = None
+            log.event(logger, logging.INFO, "the cache's disk has room again: claiming jobs again")
+        return True
+
+    def _note_disk_full(self, exc: DiskFull) -> None:
+        if self.disk_full_need is None:
+            log.event(logger, logging.ERROR, "the cache's disk is full: no more claims until it has room",
+                      needed_bytes=exc.needed, free_bytes=self.cache.free_disk())
+        self.disk_full_need = max(exc.needed, self.disk_full_need or 0)
 
     def claim_loop(self) -> None:
         backoff = Backoff()
@@ -375,6 +406,10 @@ class Agent:
             with self.lock:
                 self.session = session
             self._after_session()
+            return
+        if not self.cache_has_room():
+            # Jobs claimed now would only fail for want of space: wait, look again next turn.
+            self.stop_requested.wait(min(2.0, session.heartbeat_ms / 1000))
             return
         with self.lock:
             free = self.free_slots()
@@ -400,6 +435,7 @@ class Agent:
         received = time.monotonic()
         self._note_desired(answer.get("desiredState"))
         jobs = answer.get("jobs") or []
+        self.metrics.claimed(len(jobs))
         self.start_jobs(jobs, session, received)
         if not jobs and received - started < 1.0:
             # The server answered at once without work (e.g. disabled node): don't spin.
@@ -424,7 +460,7 @@ class Agent:
                 log.event(logger, logging.ERROR, "malformed job in an answer", error=repr(exc)[:200])
 
     def start_job(self, job: dict, session: Session, received: float) -> None:
-        jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000)
+        jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000, self.cache.pins())
         with self.lock:
             running = self.jobs.get(jr.job_id)
             if running is not None and running.lease_epoch == jr.lease_epoch:
@@ -508,6 +544,8 @@ class Agent:
                   or self.config.allow_weak_sandbox}
         if self.judge_db is not None:
             checks["mysql"] = self.judge_db.ping()
+        # A node that cannot store test data is not ready: the server then offers it no jobs.
+        checks["cache_space"] = self.cache_has_room()
         checks.update(self.health_checks)
         ok = all(checks.values())
         # Facts about this node's isolation, reported as they are for the server to judge;
@@ -567,10 +605,12 @@ class Agent:
             except ApiError as exc:
                 self._handle_api_error(exc, session.epoch)
                 log.event(logger, logging.WARNING, "renew failed", error=exc.code, leases=len(batch))
+                self.metrics.renew_failures.inc()
                 ok_all = False
                 continue
             except TransportError as exc:
                 log.event(logger, logging.WARNING, "renew failed", error=str(exc)[:300], leases=len(batch))
+                self.metrics.renew_failures.inc()
                 ok_all = False
                 continue
             self.apply_renew(batch, answer, sent_at)
@@ -635,12 +675,10 @@ class Agent:
                 remove_tree(jr.run_dir)
             with jr.lock:
                 jr.state = "finished"
+            if jr.pins is not None:
+                jr.pins.release()
             self._forget(jr)
             self.sweep()
-            try:
-                self.cache.prune(keep=set().union(*(j.digests for j in self._jobs())) if self._jobs() else set())
-            except OSError:
-                pass
 
     def fetch(self, jr: JobRun, entry: dict) -> Path:
         def stream(digest: str):
@@ -673,10 +711,11 @@ class Agent:
                 except OSError as exc:
                     raise ArtifactError("artifact_unavailable", f"{digest}: {exc}") from None
 
-        if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
-            jr.digests.add(entry["digest"])
         try:
-            return self.cache.get(entry, stream)
+            return jr.pins.get(entry, stream)
+        except DiskFull as exc:
+            self._note_disk_full(exc)
+            raise
         except ArtifactError:
             raise
         except (TransportError, OSError) as exc:
@@ -685,7 +724,8 @@ class Agent:
     def execute(self, jr: JobRun) -> dict | None:
         job = jr.job
         ctx = JobContext(job=job, run_dir=jr.run_dir, log=jr.log, cancel=jr.cancel,
-                         artifact=lambda entry: self.fetch(jr, entry), progress=jr.set_progress)
+                         artifact=lambda entry: self.fetch(jr, entry), progress=jr.set_progress,
+                         timed=self.metrics.phase)
         started = time.monotonic()
         try:
             if job.get("pool") not in (None, self.config.pool) or \
@@ -738,10 +778,12 @@ class Agent:
                 jr.log.warning("local lease deadline passed before the result was accepted; result dropped")
                 return
             try:
-                answer = self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id,
-                                                 body=self._with_next_claim(body, session))
+                sent = self._with_next_claim(body, session)
+                answer = self.client.post_result(session_epoch=jr.session_epoch, job_id=jr.job_id, body=sent)
                 jr.log.info("result accepted", status=answer.get("status"), outcome=body["outcome"],
                             verdict=body.get("verdict"), next_jobs=len(answer.get("jobs") or []))
+                if "claim" in sent:
+                    self.metrics.claimed(len(answer.get("jobs") or []))
                 self._start_carried(answer, session)
                 return
             except ApiError as exc:
@@ -773,7 +815,8 @@ class Agent:
         the same request, so a busy node needs one round trip per job, not two. The claim
         loop never counts this slot as free (the job stays in `self.jobs` until its worker
         ends), so the two never ask for the same slot."""
-        if self.stopping or self.stop_requested.is_set() or session.desired_state != "ENABLED":
+        if self.stopping or self.stop_requested.is_set() or session.desired_state != "ENABLED" \
+                or self.disk_full_need is not None:
             return body
         return {**body, "claim": {"freeSlots": 1}}
 

@@ -554,27 +554,28 @@ def judge_sql(ctx: JobContext, judge_db: JudgeDb) -> dict:
                       output_limit_bytes=int(limits["outputLimitKb"]) * 1024,
                       memory_limit_mb=int(limits.get("memoryLimitMb") or 256))
     try:
-        _setup(judge_db, env.db, schema, seed)
-        if check is None:
-            expected = _reference(judge_db, env.db, answer)
-        else:
-            ref_db = f"{env.db}_ref"
-            env.extra_dbs.append(ref_db)
-            judge_db.create_database(ref_db)
-            _setup(judge_db, ref_db, schema, seed)
-            _reference(judge_db, ref_db, answer)
-            expected = _reference(judge_db, ref_db, check)
-            expected_types = judge_db.object_types(ref_db)
-        ctx.check()
-        ctx.progress("JUDGING", 1)
-        outcome = judge_db.run_as_user(env, submission, **run_limits)
-        if outcome.verdict is None and check is not None:
-            outcome = _run_check(judge_db, env, check, expected_types, run_limits, outcome.time_ms)
-        if outcome.verdict is None:
-            if outcome.rows is None:
-                outcome.verdict = "WA"  # a query problem answered without a result set
+        with ctx.timed("sql"):
+            _setup(judge_db, env.db, schema, seed)
+            if check is None:
+                expected = _reference(judge_db, env.db, answer)
             else:
-                outcome.verdict = "AC" if results_equal(outcome.rows, expected, ordered) else "WA"
+                ref_db = f"{env.db}_ref"
+                env.extra_dbs.append(ref_db)
+                judge_db.create_database(ref_db)
+                _setup(judge_db, ref_db, schema, seed)
+                _reference(judge_db, ref_db, answer)
+                expected = _reference(judge_db, ref_db, check)
+                expected_types = judge_db.object_types(ref_db)
+            ctx.check()
+            ctx.progress("JUDGING", 1)
+            outcome = judge_db.run_as_user(env, submission, **run_limits)
+            if outcome.verdict is None and check is not None:
+                outcome = _run_check(judge_db, env, check, expected_types, run_limits, outcome.time_ms)
+            if outcome.verdict is None:
+                if outcome.rows is None:
+                    outcome.verdict = "WA"  # a query problem answered without a result set
+                else:
+                    outcome.verdict = "AC" if results_equal(outcome.rows, expected, ordered) else "WA"
     finally:
         try:
             judge_db.drop_env(env)

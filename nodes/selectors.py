@@ -106,16 +106,15 @@ def pool_node_counts(*, now) -> dict[str, dict]:
     """Per pool: nodes (not revoked), the slots of its ready nodes, and how many of its
     enabled nodes are offline or unhealthy (`observed_state`'s rule as one query): the
     console's strip and its navigation badge."""
-    from django.db.models import Sum
-    from judging.selectors import ready_nodes
+    from judging.selectors import ready_slots
 
     unwell = Q(desired_state=DesiredState.ENABLED, host_group__status=HostGroupStatus.ACTIVE) & (
         _offline(now) | Q(health_ok=False) | Q(quarantined_at__isnull=False) | ~VERIFIED)
     counts = {row["pool"]: {"nodes": row["nodes"], "unwell": row["unwell"], "capacity": 0}
               for row in JudgeNode.objects.filter(revoked_at__isnull=True).values("pool").annotate(
                   nodes=Count("id"), unwell=Count("id", filter=unwell))}
-    for pool, capacity in ready_nodes(now=now).values_list("pool").annotate(n=Sum("max_slots")):
-        counts.setdefault(pool, {"nodes": 0, "unwell": 0, "capacity": 0})["capacity"] = capacity or 0
+    for pool, capacity in ready_slots(now=now).items():
+        counts.setdefault(pool, {"nodes": 0, "unwell": 0, "capacity": 0})["capacity"] = capacity
     return counts
 
 

@@ -9,16 +9,32 @@ need_apt=()
 # chromium and the CJK fonts: the browser tests of the pages (English and Chinese); gettext:
 # the translation catalogue's completeness test; nginx: the Compose proxy's configuration run
 # for real in front of a live server (tests/deploy/test_proxy_live.py); faketime: a server
-# whose clock is minutes off the database's (tests/judging/test_clock.py); prometheus: a real
-# scrape of the server's /metrics (tests/ops/test_metrics.py).
-for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx prometheus; do
+# whose clock is minutes off the database's (tests/judging/test_clock.py); systemd:
+# systemd-analyze, which verifies the judge hosts' agent unit (tests/deploy/test_systemd.py).
+for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx systemd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# promtool checks and unit-tests the alert rules (tests/deploy/test_prometheus.py), and the
+# server scrapes a live KECE in a test (tests/ops/test_metrics.py, on loopback, for the
+# test's length only); Debian ships both in the prometheus package, whose service (and node
+# exporter) this machine does not want running.
+if ! dpkg -s prometheus >/dev/null 2>&1; then
+  echo "setup: installing prometheus (promtool, and the server for the scrape test)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  if [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  elif [ -x /etc/init.d/prometheus ]; then
+    $SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    $SUDO update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
 fi
 
 PYTHON="${PYTHON:-python3.11}"

@@ -60,9 +60,13 @@ FAIR_USE = ("import django; django.setup(); from django.conf import settings as 
             "s.KECE_EXAM_SUBMIT_RATE]))")
 
 
-def _fair_use_of(**env):
-    return subprocess.run([sys.executable, "-c", FAIR_USE], cwd=ROOT, capture_output=True, text=True, timeout=60,
+def _shown_in_development(script: str, **env):
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", DEBUG=1, **env))
+
+
+def _fair_use_of(**env):
+    return _shown_in_development(FAIR_USE, **env)
 
 
 def test_fair_use_limits_default_to_what_no_honest_class_reaches_and_read_rates_in_any_unit():
@@ -90,7 +94,40 @@ def test_a_bad_fair_use_limit_stops_the_start_and_names_itself(name, value):
     ("KECE_CANARY_MIN_INTERVAL_S", "hourly", "KECE_CANARY_MIN_INTERVAL_S must be a whole number"),
     ("KECE_CROSS_CHECK_RATE", "-5", "KECE_CROSS_CHECK_RATE must be 0 (off) or more"),
     ("KECE_CROSS_CHECK_QUARANTINE_AFTER", "0", "KECE_CROSS_CHECK_QUARANTINE_AFTER must be at least 1"),
+    ("KECE_CAPACITY_UTILISATION", "1.5", "KECE_CAPACITY_UTILISATION must be a number above 0 and at most 1"),
+    ("KECE_CAPACITY_UTILISATION", "most", "KECE_CAPACITY_UTILISATION must be a number above 0 and at most 1"),
+    ("KECE_EXAM_SUBMISSIONS_PER_PROBLEM", "0", "KECE_EXAM_SUBMISSIONS_PER_PROBLEM must be a number above 0"),
+    ("KECE_CAPACITY_WINDOW_S", "10", "KECE_CAPACITY_WINDOW_S must be a whole number of at least 60"),
+    ("KECE_EXAM_BURST_TARGET_S", "soon", "KECE_EXAM_BURST_TARGET_S must be a whole number of at least 1"),
 ])
-def test_a_bad_verdict_check_setting_stops_the_start(name, value, message):
+def test_a_bad_verdict_check_or_capacity_setting_stops_the_start(name, value, message):
     run = _settings_of(SECRET_KEY="a production secret", **{name: value})
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
+
+
+RETENTION = ("import django; django.setup(); from django.conf import settings as s; import json; "
+             "print(json.dumps([s.KECE_GC_JOB_DETAILS_DAYS, s.KECE_GC_EVENTS_DAYS, s.KECE_GC_AUDIT_DAYS, "
+             "s.KECE_GC_BLOB_GRACE_HOURS, s.KECE_GC_BATCH, s.KECE_GC_BATCHES, s.KECE_GC_INTERVAL_MS]))")
+
+
+def _retention_of(**env):
+    return _shown_in_development(RETENTION, **env)
+
+
+def test_retention_ages_default_to_a_term_and_more_and_zero_or_empty_keeps_forever():
+    run = _retention_of()
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [90, 30, 365, 24, 200, 10, 3_600_000]
+    run = _retention_of(KECE_GC_JOB_DETAILS_DAYS="0", KECE_GC_EVENTS_DAYS="", KECE_GC_AUDIT_DAYS="730",
+                        KECE_GC_BLOB_GRACE_HOURS="0")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)[:4] == [0, 0, 730, 0]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("KECE_GC_JOB_DETAILS_DAYS", "-1"), ("KECE_GC_EVENTS_DAYS", "a month"), ("KECE_GC_BLOB_GRACE_HOURS", "1.5"),
+    ("KECE_GC_BATCH", "0"), ("KECE_GC_BATCHES", "many"), ("KECE_GC_INTERVAL_MS", "0"),
+])
+def test_a_bad_retention_setting_stops_the_start_and_names_itself(name, value):
+    run = _retention_of(**{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and name in run.stderr

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, ProblemVisibility, RejudgeOperation
-from judging.selectors import submission_history
+from judging.selectors import judged_provenance, submission_history
 from judging.services.bulk_rejudge import rejudge_cancel, rejudge_progress, rejudge_request
 from judging.services.problems import problem_visibility_set
 from judging.services.rejudge import submission_delete, submission_rejudge
@@ -46,12 +46,28 @@ class AttemptOut(serializers.Serializer):
     error = serializers.CharField()
 
 
+class ProvenanceOut(serializers.Serializer):
+    nodeId = serializers.IntegerField(allow_null=True)
+    nodeName = serializers.CharField()
+    runtimeSpec = serializers.CharField()
+    runtimeLabel = serializers.CharField()
+    leaseEpoch = serializers.IntegerField(allow_null=True)
+    manifestId = serializers.IntegerField(allow_null=True)
+    manifestVersion = serializers.IntegerField(allow_null=True)
+    manifestDigest = serializers.CharField()
+    verdict = serializers.CharField(allow_null=True)
+    claimedAt = serializers.DateTimeField(allow_null=True)
+    finishedAt = serializers.DateTimeField(allow_null=True)
+
+
 class GenerationOut(serializers.Serializer):
     jobId = serializers.IntegerField()
     generation = serializers.IntegerField()
     state = serializers.CharField()
     createdAt = serializers.DateTimeField()
     attempts = AttemptOut(many=True)
+    provenance = ProvenanceOut(allow_null=True, help_text="Who judged this generation, with what, when; "
+                                                          "null until it is judged.")
 
 
 class SubmissionHistoryOut(serializers.Serializer):
@@ -59,11 +75,19 @@ class SubmissionHistoryOut(serializers.Serializer):
     submissionId = serializers.IntegerField()
     userId = serializers.IntegerField()
     jobs = GenerationOut(many=True)
+    provenance = ProvenanceOut(allow_null=True, help_text="The provenance of the verdict the submission shows "
+                                                          "(its judged generation's), or null.")
+
+
+def _provenance_json(provenance: dict | None) -> dict | None:
+    if provenance is None:
+        return None
+    return {**provenance, "claimedAt": iso(provenance["claimedAt"]), "finishedAt": iso(provenance["finishedAt"])}
 
 
 def _history_json(history: list[dict]) -> list[dict]:
     stamps = ("claimedAt", "endedAt")
-    return [{**job, "createdAt": iso(job["createdAt"]),
+    return [{**job, "createdAt": iso(job["createdAt"]), "provenance": _provenance_json(job["provenance"]),
              "attempts": [{**lease, **{k: iso(lease[k]) for k in stamps}} for lease in job["attempts"]]}
             for job in history]
 
@@ -76,8 +100,10 @@ class SubmissionAdminView(AdminView):
         submission = model.objects.filter(pk=submission_id).first()
         if submission is None:
             raise NotFound()
+        history = _history_json(submission_history(submission))
         return Response({"submissionType": submission.TYPE, "submissionId": submission.pk,
-                         "userId": submission.user_id, "jobs": _history_json(submission_history(submission))})
+                         "userId": submission.user_id, "jobs": history,
+                         "provenance": judged_provenance(submission, history)})
 
     @extend_schema(tags=TAGS, request=None, responses={204: OpenApiResponse(description="Deleted.")},
                    summary="Delete a submission: its job is cancelled and late results refused")

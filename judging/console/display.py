@@ -1,6 +1,6 @@
 """What the exam pages show in words, each with an icon (never colour alone)."""
 
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext, gettext_lazy as _, ngettext
 
 from judging.services import exams
 
@@ -39,3 +39,73 @@ def results_words(exam) -> tuple:
     if exam.published_at is not None:
         return _("Published"), "ok"
     return _("Not published"), "queue"
+
+
+def figure(value: float) -> str:
+    """A measured figure to the precision it deserves: 12, 3.2, 0.25, 0.004."""
+    if value >= 10:
+        return f"{value:.0f}"
+    if value >= 1:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 0.01 else f"{value:.3f}"
+
+
+def window_words(seconds: int) -> str:
+    if seconds < 7200:
+        return gettext("%(n)d min") % {"n": seconds // 60}
+    return gettext("%(n)d h") % {"n": seconds // 3600}
+
+
+def sentences(*parts: str) -> str:
+    """Sentences one after another as the language writes them (a space in English, none in
+    Chinese, whose full stops carry their own)."""
+    text = parts[0]
+    for part in parts[1:]:
+        text = gettext("%(first)s %(next)s") % {"first": text, "next": part}
+    return text
+
+
+def add_slots_words(n: int) -> str:
+    return ngettext("Add %(n)d slot.", "Add %(n)d slots.", n) % {"n": n}
+
+
+def burst_words(advice) -> str:
+    """Where an exam's expected burst comes from, in one sentence with its figures."""
+    values = {"n": figure(advice.submissions), "p": advice.participants, "k": advice.problems,
+              "per": figure(advice.per_problem), "t": advice.target_s}
+    if advice.own_figure:
+        return gettext("Expected burst: %(n)s submissions (your figure), to be judged within %(t)d s.") % values
+    if advice.at_hand_in:
+        return gettext("Expected burst: %(n)s submissions (%(p)d participants × %(k)d problems × 1 — in OI the "
+                       "last submission of each problem, judged at the hand-in), to be judged within %(t)d s.") % values
+    return gettext("Expected burst: %(n)s submissions (%(p)d participants × %(k)d problems × %(per)s per problem), "
+                   "to be judged within %(t)d s.") % values
+
+
+def burst_need_rows(advice, *, labels: dict) -> list[dict]:
+    """Per pool: the slots the burst needs, against the ready slots now, in words and an icon."""
+    rows = []
+    for need in advice.needs:
+        source = (gettext("measured over the last %(window)s") % {"window": window_words(advice.window_s)}
+                  if need.measured else gettext("estimated from the problems' declared limits: every case at its "
+                                                "time limit"))
+        work = gettext("%(pool)s: %(n)s submissions × %(s)s s (%(source)s).") % {
+            "pool": labels[need.pool], "n": figure(need.submissions), "s": figure(need.judge_seconds),
+            "source": source}
+        if not need.in_time:
+            verdict = gettext("A judgement takes longer than the %(t)d s target: no number of slots finishes in "
+                              "time; allow longer.") % {"t": advice.target_s}
+        else:
+            slots = ngettext("Needs %(k)d slot to finish within %(t)d s.", "Needs %(k)d slots to finish within "
+                             "%(t)d s.", need.slots_needed) % {"k": need.slots_needed, "t": advice.target_s}
+            ready = need.ready_slots
+            if need.enough:
+                verdict = sentences(slots, ngettext("%(n)d ready slot now: enough.", "%(n)d ready slots now: enough.",
+                                                    ready) % {"n": ready})
+            else:
+                verdict = sentences(slots, ngettext("%(n)d ready slot now: not enough.",
+                                                    "%(n)d ready slots now: not enough.", ready) % {"n": ready},
+                                    add_slots_words(need.add_slots))
+        rows.append({"pool": need.pool, "enough": need.enough, "icon": "ok" if need.enough else "down",
+                     "words": sentences(work, verdict)})
+    return rows

@@ -169,6 +169,16 @@ class ParticipantsForm(_Form):
         return names
 
 
+class CapacityForm(_Form):
+    """The exam page's capacity question: how many submissions, judged within how long."""
+    within = forms.IntegerField(label=_("Judged within (seconds)"), min_value=1, max_value=86_400)
+    # An OI exam judges one submission per problem, at the hand-in, whatever this says.
+    per_problem = forms.FloatField(label=_("Submissions per participant and problem (ACM)"), min_value=0.1,
+                                   max_value=1000)
+    submissions = forms.IntegerField(label=_("Or your own figure: submissions in the burst"), required=False,
+                                     min_value=1, max_value=10_000_000)
+
+
 class LessonForm(_Form):
     title = forms.CharField(label=_("Title"), max_length=200)
 

@@ -6,6 +6,7 @@ A change is based on the revision the form was read at: a stale one is refused b
 and the page shows what the user typed again, with the saved version above it.
 """
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -16,9 +17,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
+from judging.capacity import exam_advice
 from judging.console import display
 from judging.console.forms import (
-    ExamForm, ParticipantsForm, ProblemFormSet, QuestionFormSet, problem_choices, problem_initial, question_initial,
+    CapacityForm, ExamForm, ParticipantsForm, ProblemFormSet, QuestionFormSet, problem_choices, problem_initial, question_initial,
 )
 from judging.models import Exam, ExamParticipant
 from judging.selectors import deletion_impact, exam_standings
@@ -26,6 +28,7 @@ from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import Invalid, NotFound, RevisionConflict
 from kece.permissions import can_manage_exams, pages_for
+from pools.registry import POOLS
 
 PAGE_SIZE = 50
 
@@ -198,11 +201,28 @@ def _exam_page(request, exam, template: str, *, status: int = 200, **extra):
     return render(request, template, context, status=status)
 
 
+def _capacity(request, exam, *, now) -> dict:
+    """The exam's burst against the ready slots now (`judging.capacity`), for the figures the
+    admin asked about (`?within=&per_problem=&submissions=`), else the configured ones."""
+    defaults = {"within": settings.KECE_EXAM_BURST_TARGET_S, "per_problem": settings.KECE_EXAM_SUBMISSIONS_PER_PROBLEM}
+    asked = {k: v for k, v in request.GET.items() if k in CapacityForm.base_fields and v.strip()}
+    form = CapacityForm({**defaults, **asked})
+    chosen = form.cleaned_data if form.is_valid() else {**defaults, "submissions": None}
+    advice = exam_advice(exam, now=now, target_s=chosen["within"], per_problem=chosen["per_problem"],
+                         submissions=chosen["submissions"])
+    return {"capacity_form": form, "burst": display.burst_words(advice),
+            "burst_needs": display.burst_need_rows(advice, labels={n: p.label for n, p in POOLS.items()})}
+
+
+def _detail_page(request, exam, *, form, status: int = 200):
+    return _exam_page(request, exam, "judging/console/exam_detail.html", form=form, status=status,
+                      **_capacity(request, exam, now=timezone.now()))
+
+
 @require_http_methods(["GET"])
 @exam_admins_only
 def exam_detail(request, exam_id: int):
-    return _exam_page(request, live_or_404(Exam, exam_id), "judging/console/exam_detail.html",
-                      form=ParticipantsForm())
+    return _detail_page(request, live_or_404(Exam, exam_id), form=ParticipantsForm())
 
 
 @require_POST
@@ -229,7 +249,7 @@ def participants_add(request, exam_id: int):
                                        len(names) - added) % {"n": len(names) - added}
             messages.success(request, text)
             return redirect("exam-admin-detail", exam_id=exam.pk)
-    return _exam_page(request, exam, "judging/console/exam_detail.html", form=form, status=400)
+    return _detail_page(request, exam, form=form, status=400)
 
 
 @require_http_methods(["GET"])

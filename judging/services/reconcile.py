@@ -9,7 +9,8 @@ it found and how many in all:
 - `running_without_lease`: a RUNNING job whose lease ran out longer than a reaper tick and a
   margin ago (the reaper should have taken it), or that names no node;
 - `settled_without_events`: a judged or failed job that is its live submission's current
-  result and has no outbox event;
+  result and has no outbox event (among the jobs finished since delivered events are kept:
+  `judging.services.retention`);
 - `event_without_derived_rows`: an event the dispatcher marked done whose derived row is
   missing (the best result and, for an accepted submission, the first-accepted record; the
   lesson best; the exam score);
@@ -41,6 +42,7 @@ from judging.models import (
 from judging.services import outcomes
 from judging.services.events import events_retry
 from judging.services.leases import jobs_reap_expired
+from judging.services.retention import events_kept_since
 
 logger = logging.getLogger("kece.reconcile")
 
@@ -79,11 +81,16 @@ def _current_and_live(submission_type: str):
                                        deleted_at__isnull=True))
 
 
-def _settled_without_events() -> list:
+def _settled_without_events(now) -> list:
     found = []
+    # Delivered events go after their retention age: a job finished before it may have had
+    # them (and every daily run since its end has checked it).
+    kept_since = events_kept_since(now)
     for submission_type in SUBMISSION_MODELS:
         jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, bound_node__isnull=True, submission_type=submission_type,
                                        state__in=(JobState.COMPLETED, JobState.FAILED))
+        if kept_since is not None:
+            jobs = jobs.filter(finished_at__gte=kept_since)
         found += list(jobs.filter(_current_and_live(submission_type))
                       .filter(~Exists(SettlementEvent.objects.filter(job_id=OuterRef("pk"))))
                       .order_by("id").values_list("id", flat=True))
@@ -128,7 +135,7 @@ def reconcile_check(*, now) -> dict:
     return {
         "submission_without_job": _found(_submissions_without_job()),
         "running_without_lease": _found(_running_without_lease(now)),
-        "settled_without_events": _found(_settled_without_events()),
+        "settled_without_events": _found(_settled_without_events(now)),
         "event_without_derived_rows": _found(_events_without_rows()),
         "two_results_for_a_generation": _found(_two_results()),
     }

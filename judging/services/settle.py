@@ -18,6 +18,7 @@ from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
 from judging.services.leases import was_leased_to
+from judging.services.snapshot import judged_data_digest
 from judging.wakeups import publish_after_commit
 import kece.metrics as metrics
 from kece.errors import DomainError, Invalid, LeaseLost, ResultConflict, Superseded
@@ -284,7 +285,7 @@ def _apply(job, node, submission, request: SettleRequest, *, now, digest: str) -
         return status
     outcomes.record_settlement(job, node_id=node_id, lease_epoch=request.lease_epoch, digest=digest,
                                status="settled")
-    _complete(job, submission, request, now=now, digest=digest)
+    _complete(job, node, submission, request, now=now, digest=digest)
     return "settled"
 
 
@@ -294,7 +295,7 @@ def _another_node_serves(job, node_id: int, *, now) -> bool:
     return ready_nodes(now=now).filter(pool=job.pool, runtime_spec=job.runtime_spec).exclude(pk=node_id).exists()
 
 
-def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> None:
+def _complete(job, node, submission, request: SettleRequest, *, now, digest: str) -> None:
     result = request.canonical()
     job.state = JobState.COMPLETED
     job.finished_at = now
@@ -302,9 +303,14 @@ def _complete(job, submission, request: SettleRequest, *, now, digest: str) -> N
     job.result_digest = digest
     job.error = ""
     job.error_message = ""
+    # Provenance from the locked node row: what it called itself when its verdict counted.
+    job.settled_node_name = node.name
+    job.settled_runtime_spec = node.runtime_spec or job.runtime_spec
+    job.settled_manifest_digest = judged_data_digest(job.snapshot or {})
     save_locked(job, [
         "state", "finished_at", "result", "result_digest", "error", "error_message",
-        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
+        "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "settled_node_name",
+        "settled_runtime_spec", "settled_manifest_digest", "updated_at",
     ])
     if job.kind == JobKind.DIAGNOSTIC:
         hooks.call(hooks.DIAGNOSTIC_SETTLED, job, result, now=now)

@@ -1,5 +1,8 @@
 """The job snapshot: everything judging needs, frozen when the job is created."""
 
+import hashlib
+import json
+
 from judging.models import Manifest, Problem
 from pools.registry import runtime_spec
 
@@ -37,3 +40,13 @@ def snapshot_digests(snapshot: dict) -> set[str]:
         if isinstance(entry, dict) and entry.get("digest"):
             digests.add(entry["digest"])
     return digests
+
+
+def judged_data_digest(snapshot: dict) -> str:
+    """sha-256 of what a judge was given to judge against: the manifest's limits, cases
+    (each file by digest, with its weight) and SQL files, as canonical JSON. Two jobs with the
+    same digest were judged on the same data, whatever the manifest's id."""
+    data = {"limits": snapshot.get("limits") or {}, "cases": snapshot.get("cases") or [],
+            "sql": snapshot.get("sql")}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()

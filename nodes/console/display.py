@@ -4,6 +4,7 @@ the impact of an action — computed from the same figures as the admin API
 
 from django.utils.translation import gettext as _, gettext_lazy, ngettext
 
+from judging.console.display import add_slots_words, figure, sentences, window_words
 from nodes.models import self_check_passed_for_current_config
 from nodes.models import CheckStatus, DesiredState, JudgeNode, ObservedState
 from pools.registry import POOLS
@@ -88,7 +89,34 @@ def node_row(node, *, now, running_check: bool, host_group_name: str) -> dict:
     }
 
 
-def strip_rows(figures: list[dict], counts: dict[str, dict]) -> list[dict]:
+def capacity_words(advice, *, window_s: int) -> tuple[str, str]:
+    """(words, icon) of a pool's capacity advice (`judging.capacity.pool_advice`), with the
+    figures it came from and the headroom rule it applies."""
+    from judging.capacity import ENOUGH, QUIET, UNMEASURED
+
+    window = window_words(window_s)
+    if advice.verdict == QUIET:
+        return _("Nothing arrived in the last %(window)s: no load to size.") % {"window": window}, "unknown"
+    rate = figure(advice.arrival_rate)
+    if advice.verdict == UNMEASURED:
+        return _("%(rate)s jobs/s arrived in the last %(window)s, but none is judged yet: no judge time to size "
+                 "by.") % {"rate": rate, "window": window}, "unknown"
+    rho = round(advice.max_utilisation * 100)
+    needs = _("Needs about %(busy)s busy slots on average (%(rate)s jobs/s × %(seconds)s s, last %(window)s).") % {
+        "busy": figure(advice.busy_slots), "rate": rate, "seconds": figure(advice.judge_seconds), "window": window}
+    ready = advice.ready_slots
+    if advice.verdict == ENOUGH:
+        verdict = ngettext("%(n)d ready slot: enough to keep at most %(rho)d%% busy.",
+                           "%(n)d ready slots: enough to keep at most %(rho)d%% busy.", ready) % {"n": ready, "rho": rho}
+        return sentences(needs, verdict), "ok"
+    verdict = ngettext("%(n)d ready slot: not enough to keep at most %(rho)d%% busy.",
+                       "%(n)d ready slots: not enough to keep at most %(rho)d%% busy.", ready) % {"n": ready, "rho": rho}
+    return sentences(needs, verdict, add_slots_words(advice.add_slots)), "down"
+
+
+def strip_rows(figures: list[dict], counts: dict[str, dict], advice: dict | None = None, *,
+               window_s: int = 0) -> list[dict]:
+    advice = advice or {}
     rows = []
     for row in figures:
         extra = counts.get(row["pool"], {"nodes": 0, "unwell": 0, "capacity": 0})
@@ -101,7 +129,9 @@ def strip_rows(figures: list[dict], counts: dict[str, dict]) -> list[dict]:
         elif row.get("throttling"):
             alarm = _("%(pool)s is throttling: practice submits are refused and bulk rejudges paused") % {
                 "pool": label}
-        rows.append({**row, **extra, "label": label, "alarm": alarm,
+        words, icon = capacity_words(advice[row["pool"]], window_s=window_s) if row["pool"] in advice else ("", "")
+        rows.append({**row, **extra, "label": label, "alarm": alarm, "advice": words, "advice_icon": icon,
+                     "short": icon == "down",
                      "oldest_wait": duration(row["oldestWaitSeconds"]) if row["pending"] else "—"})
     return rows
 

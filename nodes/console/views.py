@@ -9,6 +9,7 @@ fetch them again.
 
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -19,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.exceptions import ValidationError
 
+from judging.capacity import pool_advice, pool_loads
 from judging.clock import clock_status
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
@@ -122,6 +124,17 @@ def _rows(nodes, *, now) -> list[dict]:
             for n in nodes]
 
 
+def _strip(now) -> list[dict]:
+    """The pool strip: each pool's figures, its nodes, and whether its ready slots carry the
+    recent load (`judging.capacity`)."""
+    counts = pool_node_counts(now=now)
+    advice = {pool: pool_advice(pool=pool, arrival_rate=load.arrival_rate, judge_seconds=load.judge_seconds,
+                                ready_slots=counts.get(pool, {}).get("capacity", 0),
+                                max_utilisation=settings.KECE_CAPACITY_UTILISATION)
+              for pool, load in pool_loads(now=now).items()}
+    return display.strip_rows(pool_figures(now=now), counts, advice, window_s=settings.KECE_CAPACITY_WINDOW_S)
+
+
 @require_GET
 @admins_only
 def fleet(request):
@@ -133,7 +146,7 @@ def fleet(request):
     query = request.GET.copy()
     query.pop("page", None)
     context = {
-        "strip": display.strip_rows(pool_figures(now=now), pool_node_counts(now=now)),
+        "strip": _strip(now),
         "rows": _rows(list(page), now=now), "page": page, "chosen": chosen, "query": query.urlencode(),
         "pools": [(name, pool.label) for name, pool in POOLS.items()],
         "states": list(display.CONFIG_WORDS.items()), "observed_states": [

@@ -3,6 +3,7 @@
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -89,15 +90,22 @@ class Agents:
         self.folders.append(secrets)
         return node
 
-    def start(self, node, *, slots: int = 2, wait_joined: bool = True) -> AgentProcess:
-        workspace_parent = private_dir("kece-e2e-ws-", 0o711)
+    def workspace(self) -> Path:
+        """A workspace folder (not made yet) that a test may prepare before the agent starts."""
+        parent = private_dir("kece-e2e-ws-", 0o711)
+        self.folders.append(parent)
+        return parent / "ws"
+
+    def start(self, node, *, slots: int = 2, wait_joined: bool = True,
+              workspace: Path | None = None) -> AgentProcess:
+        workspace = workspace or self.workspace()
         logs = private_dir("kece-e2e-log-", 0o700)
-        self.folders += [workspace_parent, logs]
+        self.folders.append(logs)
         env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
         env.update({
             "PYTHONPATH": str(REPO), "JUDGE_MODE": "pool", "JUDGE_POOL": node.pool,
             "JUDGE_CONTROL_URL": self.server.url, "JUDGE_CREDENTIAL_FILE": str(node.credential_file),
-            "JUDGE_LOCAL_SLOTS": str(slots), "JUDGE_WORKSPACE": str(workspace_parent / "ws"),
+            "JUDGE_LOCAL_SLOTS": str(slots), "JUDGE_WORKSPACE": str(workspace),
             "JUDGE_HEALTH_LISTEN": f"127.0.0.1:{node.port}", "JUDGE_TLS_CERT": str(self.tls["cert"]),
             "JUDGE_TLS_KEY": str(self.tls["key"]), "JUDGE_STOP_GRACE_MS": "3000",
             "JUDGE_MYSQL_URL": "mysql://root:@127.0.0.1:3306/",

@@ -19,7 +19,7 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     assert {"judging.reap_expired_leases", "judging.dispatch_settlement_events",
             "pools.refresh_status_snapshot", "nodes.expire_checks",
             "nodes.quarantine_stalled", "nodes.publish_console", "judging.hand_in_ended_exams",
-            "judging.advance_rejudges", "nodes.check_integrity", "judging.reconcile"} == set(names)
+            "judging.advance_rejudges", "nodes.check_integrity", "judging.reconcile", "judging.gc"} == set(names)
     for name in names:
         assert name in app.tasks, name
     scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}

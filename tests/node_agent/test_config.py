@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from node_agent.config import ConfigError, parse_control_url, parse_listen, parse_mysql_url
+from node_agent.config import ConfigError, load, parse_control_url, parse_listen, parse_mysql_url
 
 
 @pytest.mark.parametrize("raw, origin, plain", [
@@ -30,3 +30,31 @@ def test_listen_and_mysql_urls():
     assert (target.user, target.password, target.host, target.port) == ("judge", "p@ss", "db.internal", 3307)
     with pytest.raises(ConfigError):
         parse_mysql_url("postgres://x")
+
+
+def base_env(tmp_path, **extra) -> dict[str, str]:
+    credential = tmp_path / "secret" / "credential"
+    credential.parent.mkdir(exist_ok=True)
+    credential.write_text("join-code\n")
+    return {"JUDGE_MODE": "pool", "JUDGE_POOL": "python", "JUDGE_CONTROL_URL": "http://127.0.0.1:8000",
+            "JUDGE_CREDENTIAL_FILE": str(credential), "JUDGE_WORKSPACE": str(tmp_path / "ws"),
+            "JUDGE_HEALTH_LISTEN": "off", **extra}
+
+
+def test_the_cache_watermarks(tmp_path):
+    assert (load(base_env(tmp_path)).cache_max_mb, load(base_env(tmp_path)).cache_low_mb) == (2048, 1536)
+    config = load(base_env(tmp_path, JUDGE_CACHE_MAX_MB="100", JUDGE_CACHE_LOW_MB="40"))
+    assert (config.cache_max_mb, config.cache_low_mb) == (100, 40)
+    assert load(base_env(tmp_path, JUDGE_CACHE_MAX_MB="100")).cache_low_mb == 75
+    with pytest.raises(ConfigError, match="JUDGE_CACHE_LOW_MB"):
+        load(base_env(tmp_path, JUDGE_CACHE_MAX_MB="100", JUDGE_CACHE_LOW_MB="101"))
+    with pytest.raises(ConfigError, match="JUDGE_CACHE_LOW_MB"):
+        load(base_env(tmp_path, JUDGE_CACHE_LOW_MB="-1"))
+
+
+def test_the_metrics_token(tmp_path):
+    assert load(base_env(tmp_path)).metrics_token is None
+    assert load(base_env(tmp_path, JUDGE_METRICS_TOKEN="k" * 16)).metrics_token == "k" * 16
+    for bad in ("short", "sixteen chars ok", "k" * 15 + "\x07"):
+        with pytest.raises(ConfigError, match="JUDGE_METRICS_TOKEN"):
+            load(base_env(tmp_path, JUDGE_METRICS_TOKEN=bad))

@@ -10,6 +10,7 @@ import pytest
 
 from node_agent import loop
 from node_agent.loop import JobRun, safety_margin_s, total_budget_s
+from node_agent.metrics import AgentMetrics
 
 
 def job(job_id=1, lease=1, remaining=60000, **extra) -> dict:
@@ -37,6 +38,7 @@ class _Quiet:
 
     def __init__(self, jobs):
         self.jobs = {jr.job_id: jr for jr in jobs}
+        self.metrics = AgentMetrics()
 
     def _jobs(self):
         return list(self.jobs.values())
@@ -94,6 +96,10 @@ def test_a_renew_that_crosses_the_result_post_leaves_the_post_to_decide():
     # answer held, which the node starts instead of leaving it to wait out its lease.
     assert agent.posts == 2 and agent.started == [9]
     assert posting.drop_reason is None
+    # The claim the post carried brought a job; the lost attempt counts as no claim at all.
+    claims = agent.metrics.registry.get_sample_value
+    assert claims("kece_agent_claims_total", {"result": "jobs"}) == 1
+    assert claims("kece_agent_claims_total", {"result": "empty"}) == 0
 
 
 def test_the_watchdog_kills_at_the_lease_deadline_and_at_the_total_time_limit():
@@ -130,6 +136,7 @@ class _Starter:
         self.lock = threading.Lock()
         self.jobs = {}
         self.config = SimpleNamespace(job_max_ms=900_000)
+        self.cache = SimpleNamespace(pins=lambda: None)
         self.session = SimpleNamespace(epoch=1)
         self.stopping = False
         self.stop_requested = threading.Event()
@@ -168,9 +175,11 @@ def test_after_an_empty_long_poll_the_next_claim_waits_a_random_moment(monkeypat
     agent = SimpleNamespace(
         session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
         client=client, _note_desired=lambda desired: None, start_jobs=lambda *a: None,
-        stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800))
+        stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800), cache_has_room=lambda: True,
+        metrics=AgentMetrics())
     loop.Agent.claim_step(agent, SimpleNamespace(reset=lambda: None))
     assert agent.stop_requested.waits == [0.2]  # uniform(0, 0.8 s), here its quarter
+    assert agent.metrics.registry.get_sample_value("kece_agent_claims_total", {"result": "empty"}) == 1
 
 
 def test_a_running_mysql_agent_sweeps_expired_leftovers_and_survives_a_failing_sweep():
