@@ -60,7 +60,10 @@ def reset_group(group: str) -> Path:
     os.environ[GROUP_ENV] = group_name(group)
     folder = group_dir()
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the processes keep their metrics in memory then (`_Metrics`)
+        logger.error("metrics folder unusable", extra={"folder": str(folder), "error": str(exc)})
     return folder
 
 
