@@ -11,8 +11,10 @@
   what administrators touch on another, so neither queues behind the other.
 - `/metrics` (Prometheus) is served bare too (`kece.metrics_endpoint`), and every request's
   time is recorded here, by the URL pattern its handler resolved (`kece.metrics`).
-- Lifespan: the node-change subscription starts with the server; in the embedded default
-  the in-process scheduler starts and stops with it.
+- Lifespan: the node-change subscription starts with the server, and the drain on
+  SIGTERM (`kece.health`) is put in front of uvicorn's; in the embedded default the
+  in-process scheduler starts and stops with it.
+- Every HTTP request has an id (`with_request_id`) on its log lines and in its answer.
 """
 
 import os
@@ -29,7 +31,7 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after settings are configured)
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-from kece import lanes  # noqa: E402
+from kece import health, lanes  # noqa: E402
 from kece.bodies import limit_request_bodies  # noqa: E402
 
 
@@ -141,7 +143,11 @@ async def _route(scope, receive, send):
     path = scope.get("path", "")
     if path == CLAIM_PATH:
         scope[ROUTE_KEY] = CLAIM_ROUTE
-        await asgi_claim(scope, receive, send)
+        health.long_poll_started()  # a draining process waits for these (`kece.health`)
+        try:
+            await asgi_claim(scope, receive, send)
+        finally:
+            health.long_poll_ended()
         return
     if path.startswith(INTERNAL_PREFIX):
         result = RESULT_PATH.fullmatch(path)
@@ -186,7 +192,35 @@ async def route_http(scope, receive, send):
                              status, time.perf_counter() - started)
 
 
-application = limit_request_bodies(route_http)
+def with_request_id(app):
+    """Every HTTP request gets an id (`kece.logging.accepted_request_id`: the proxy's or the
+    client's `X-Request-ID` when sane, else a new one), on each log line emitted while
+    serving it and in the answer's `X-Request-ID`."""
+    from kece.logging import accepted_request_id, request_id
+
+    async def identified(scope, receive, send):
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        offered = next((value for name, value in scope.get("headers", []) if name == b"x-request-id"), b"")
+        current = accepted_request_id(offered.decode("latin-1"))
+        header = (b"x-request-id", current.encode())
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            await send(message)
+
+        token = request_id.set(current)
+        try:
+            await app(scope, receive, send_with_id)
+        finally:
+            request_id.reset(token)
+
+    return identified
+
+
+application = with_request_id(limit_request_bodies(route_http))
 
 
 # --- WebSockets: the console's live channel, in front of the HTTP app above ---------------------

@@ -1,14 +1,61 @@
 import os
 from pathlib import Path
 
-from celery import Celery
-from celery.signals import beat_embedded_init, beat_init, celeryd_init, worker_process_shutdown
+from celery import Celery, bootsteps
+from celery.beat import PersistentScheduler
+from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_shutdown
+
+from kece import probe
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
 
 app = Celery("kece")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@setup_logging.connect
+def _log_as_every_other_process(**kwargs):
+    # With a receiver here Celery leaves the root logger alone, instead of putting its own
+    # format on it: the worker and beat log JSON lines, redacted, as the web does
+    # (settings.LOGGING, `kece.logging`).
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):
+    """Touches this host's worker heartbeat file from the worker's own timer, for
+    `python -m kece.probe worker`: a worker whose loop stalls stops touching it."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker, **kwargs):
+        super().__init__(worker, **kwargs)
+        self.timer_entry = None
+
+    def start(self, worker):
+        probe.touch("worker")
+        self.timer_entry = worker.timer.call_repeatedly(probe.INTERVAL_S["worker"], probe.touch, ("worker",))
+
+    def stop(self, worker):
+        if self.timer_entry is not None:
+            self.timer_entry.cancel()
+
+
+app.steps["worker"].add(WorkerHeartbeat)
+
+
+class HeartbeatScheduler(PersistentScheduler):
+    """Celery's default scheduler, touching this host's beat heartbeat file on each tick
+    (`python -m kece.probe beat`); CELERY_BEAT_MAX_LOOP_INTERVAL bounds the time between
+    ticks."""
+
+    def tick(self, *args, **kwargs):
+        probe.touch("beat")
+        return super().tick(*args, **kwargs)
 
 
 @app.on_after_finalize.connect

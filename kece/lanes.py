@@ -13,6 +13,7 @@ slow console pages or rejudges cannot hold up a submission or a claim.
 """
 
 import asyncio
+import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -74,7 +75,10 @@ class Lane:
 
     async def run(self, function, *args, **kwargs):
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor(), _call_pooled, function, args, kwargs)
+        # In the caller's context (as asyncio.to_thread would): the request id the log
+        # lines carry (`kece.logging.request_id`) follows the request onto the lane's thread.
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(self.executor(), context.run, _call_pooled, function, args, kwargs)
 
 
 # The node API: claims, results and the other machine calls (`judging.waiting.run_db`).

@@ -19,6 +19,9 @@ async def serve_lifespan(receive, send):
                 from judging.waiting import registry
 
                 registry().keep_listening()
+                from kece.health import drain_on_sigterm
+
+                drain_on_sigterm()
                 if settings.KECE_IN_PROCESS_SCHEDULER:
                     from kece.scheduler import InProcessScheduler
 

@@ -6,6 +6,7 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 
 import ipaddress
 import re
+import tempfile
 from pathlib import Path
 
 import environ
@@ -156,6 +157,11 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # `celery worker --beat` keeps its schedule with the other state, not in the working folder.
 CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
+# Beat ticks at least this often, each tick a sign of life for `python -m kece.probe beat`.
+CELERY_BEAT_SCHEDULER = "kece.celery:HeartbeatScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 30  # kece.probe.INTERVAL_S["beat"]
+# Where the worker and beat leave their heartbeat files for `python -m kece.probe`.
+KECE_PROCESS_HEARTBEAT_DIR = env.str("KECE_PROCESS_HEARTBEAT_DIR", default=tempfile.gettempdir())
 # Node checks wait on other machines: they have a queue (and, deployed, a worker) of their
 # own, so that a slow health endpoint never delays the reaper or the event dispatcher. A
 # worker started without --queues serves both.
@@ -381,6 +387,11 @@ def _not_negative(name: str, default: int) -> int:
     return value
 
 
+# After SIGTERM a web process answers /readyz 503 and goes on serving until no long poll
+# waits in it, for at most this long (`kece.health.drain_on_sigterm`): by default the
+# longest claim wait, so the long polls already waiting get their answer. 0: stop at once.
+KECE_DRAIN_MS = _not_negative("KECE_DRAIN_MS", KECE_CLAIM_WAIT_MS)
+
 KECE_CANARY_RATE = _not_negative("KECE_CANARY_RATE", 200)
 KECE_CANARY_MIN_INTERVAL_S = _not_negative("KECE_CANARY_MIN_INTERVAL_S", 3600)
 KECE_CROSS_CHECK_RATE = _not_negative("KECE_CROSS_CHECK_RATE", 100)
@@ -445,14 +456,18 @@ KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 360000)
 # Accept nodes whose agent runs user code in the weak (rlimit-only) sandbox. Development only.
 KECE_ALLOW_WEAK_SANDBOX = env.bool("KECE_ALLOW_WEAK_SANDBOX", default=False)
 
-# --- logging: one line per event, key=value pairs, greppable by job and lease ---------------
+# --- logging: one JSON object per line (`kece.logging`), secrets redacted ---------------------
 
 LOG_LEVEL = env.str("KECE_LOG_LEVEL", default="INFO")
+LOG_FORMAT = env.str("KECE_LOG_FORMAT", default="json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"KECE_LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"kv": {"()": "kece.logging.KeyValueFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "formatters": {"line": {"()": {"json": "kece.logging.JsonFormatter", "text": "kece.logging.TextFormatter"}[LOG_FORMAT]}},
+    "filters": {"request": {"()": "kece.logging.RequestIdFilter"}, "redact": {"()": "kece.logging.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["request", "redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # Django's own loggers go through the one formatter; refused requests (401, 409 …)
@@ -461,6 +476,11 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.db.backends": {"level": "INFO"},
         "kece": {"level": LOG_LEVEL},
+        # uvicorn's own lines (start, stop, access) in the same format; their levels stay
+        # what uvicorn's --log-level set.
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.error": {"handlers": [], "propagate": True},
+        "uvicorn.access": {"handlers": ["console"], "propagate": False},
     },
 }
 

@@ -77,6 +77,7 @@ urlpatterns = [
     # switch a visitor's language.
     path("i18n/setlang/", csrf_exempt(set_language), name="set_language"),
     path("livez", views.alive, name="livez"),
+    path("readyz", views.ready, name="readyz"),
     # Pages
     path("", pool_views.home, name="home"),
     path("status/panel", pool_views.status_panel, name="status-panel"),

@@ -12,6 +12,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 
 from judging.auth import NodeCredentialAuthentication, NodePrincipal
+from kece import health
 from kece.api import LenientNegotiation
 from kece.permissions import MANAGE_JUDGERS, can_manage_judgers
 from kece.schema import PartialSchemaGenerator, every_operation, node_operations, public_and_user_operations
@@ -60,6 +61,17 @@ def alive(request):
     """Liveness of this web process: answers without the database or the cache, so a
     supervisor can tell a hung process from a dependency that is down."""
     return HttpResponse(b"ok\n", content_type="text/plain", headers={"Cache-Control": "no-store"})
+
+
+def ready(request):
+    """Readiness of this web process (`kece.health`): 503 naming what failed when the
+    database or its migrations are not there, or while the process drains; 200, `degraded`,
+    without Redis. `?verbose` adds each check with its status and time, and the claims waiting in
+    this process."""
+    status, body, checks = health.readiness()
+    if "verbose" in request.GET:
+        body = {**body, "checks": checks, "longPolls": health.long_polls()}
+    return JsonResponse(body, status=status, headers={"Cache-Control": "no-store"})
 
 
 def server_error(request):

@@ -94,7 +94,8 @@ def main() -> int:
         config = load(dict(os.environ))
     except ConfigError as exc:
         return fail(EXIT_CONFIG, f"configuration error: {exc}")
-    log.setup(config.log_level)
+    log.setup(config.log_level, config.log_format)
+    log.bind(pool=config.pool)
     log.event(logger, logging.INFO, "starting", version=AGENT_VERSION, pool=config.pool, spec=config.runtime_spec,
               slots=config.local_slots, control=config.control_url)
     if config.control_url_is_plain_http:

@@ -9,14 +9,18 @@ caller's decision; :class:`Backoff` gives it exponential delays with jitter that
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
+import secrets
 import threading
 import time
 from typing import Any, Callable, Iterator
 
 import requests
 
-from . import AGENT_VERSION
+from . import AGENT_VERSION, log
+
+logger = log.get("client")
 
 PREFIX = "/api/v1/internal/judgers"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -115,16 +119,22 @@ class Client:
 
     def _send(self, method: str, path: str, *, headers: dict[str, str], json: Any = None,
               timeout: float | None = None, stream: bool = False) -> requests.Response:
+        # The control plane puts this id on its log lines about the request, and this line
+        # puts it on the agent's: one call can be followed across both.
+        request_id = secrets.token_hex(16)
         try:
             resp = self._http().request(
-                method, self.base + path, headers=headers, json=json, verify=self.verify,
-                timeout=(5.0, timeout or self.timeout), stream=stream, allow_redirects=False,
+                method, self.base + path, headers={**headers, "X-Request-ID": request_id}, json=json,
+                verify=self.verify, timeout=(5.0, timeout or self.timeout), stream=stream, allow_redirects=False,
             )
         except requests.RequestException as exc:
+            log.event(logger, logging.DEBUG, "request failed", method=method, path=path, requestId=request_id)
             raise TransportError(f"{method} {path}: {exc.__class__.__name__}: {exc}") from None
         # A 5xx may come from a proxy in front of a control plane that is down: not an answer.
         if resp.status_code < 500:
             self.last_answer = time.monotonic()
+        log.event(logger, logging.DEBUG, "request", method=method, path=path, status=resp.status_code,
+                  requestId=request_id)
         if resp.status_code >= 300:
             raise _error_from(resp)
         return resp

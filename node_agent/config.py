@@ -54,6 +54,7 @@ class Config:
     sql_sweep_ms: int
     claim_jitter_ms: int
     log_level: str
+    log_format: str
     control_url_is_plain_http: bool
 
     @property
@@ -159,6 +160,13 @@ def _readable_file(env: dict[str, str], name: str) -> Path | None:
     if not path.is_file() or not os.access(path, os.R_OK):
         raise ConfigError(f"{name} points to {raw}, which is not a readable file")
     return path
+
+
+def _log_format(env: dict[str, str]) -> str:
+    fmt = env.get("JUDGE_LOG_FORMAT", "").strip().lower() or "json"
+    if fmt not in ("json", "text"):
+        raise ConfigError(f"JUDGE_LOG_FORMAT must be json or text, got {fmt!r}")
+    return fmt
 
 
 def _log_level(env: dict[str, str]) -> str:
@@ -267,5 +275,6 @@ def load(env: dict[str, str]) -> Config:
         sql_sweep_ms=_int(env, "JUDGE_SQL_SWEEP_MS", 300_000, 1000, 24 * 3_600_000),
         claim_jitter_ms=_int(env, "JUDGE_CLAIM_JITTER_MS", 500, 0, 60_000),
         log_level=_log_level(env),
+        log_format=_log_format(env),
         control_url_is_plain_http=plain_http,
     )

@@ -283,6 +283,7 @@ class Agent:
                 self.identity.set(cred.node_id, cred.probe_key)
                 session = Session.from_answer(data)
                 self._check_session(data, session, cred)
+                log.bind(node=session.node_id)
                 log.event(logger, logging.INFO, "session open", node=session.node_id, session=session.epoch,
                           desired=session.desired_state, heartbeat_ms=session.heartbeat_ms,
                           renew_ms=session.renew_ms, lease_ms=session.lease_ttl_ms, claim_wait_ms=session.claim_wait_ms)

@@ -47,19 +47,6 @@ def read_answer(sock) -> tuple[int, bytes]:
     return int(lines[0].split()[1]), body[:length]
 
 
-def stop_group(process: subprocess.Popen, grace: float = 10) -> None:
-    """Stop a process started in a session of its own, with everything it started: SIGTERM,
-    and SIGKILL if it is not gone within `grace` seconds."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
-
-
 class DatabaseAccount:
     """A MariaDB account with every privilege on the test database and nothing else. Its
     statements go through a connection of their own: a CREATE USER inside a test's
@@ -116,6 +103,19 @@ def operator_environment(**values) -> dict[str, str]:
 
     own = {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", *TEST_ENVIRONMENT}
     return {**{k: v for k, v in os.environ.items() if k not in own}, **{k: str(v) for k, v in values.items()}}
+
+
+def stop_process_group(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to the process's group (it was started in a session of its own), SIGKILL
+    after `grace` seconds."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
 
 
 class LiveServer:
@@ -179,7 +179,7 @@ class LiveServer:
     def stop(self):
         self.listener.close()
         if self.process:
-            stop_group(self.process)
+            stop_process_group(self.process, 10)
         if self.database is not None:
             self.database.drop()
 

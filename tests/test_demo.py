@@ -1,10 +1,13 @@
 """README command 1, the embedded default: SQLite, in-process wake-ups and scheduler, a
 real local agent that joins, passes its checks and judges every python sample."""
 
+import hashlib
+import json
 import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -46,6 +49,41 @@ def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(env, state_di
     # The busy agent asked for its next job on its result posts, and got them.
     agent_log = (state_dir / "python" / "agent.log").read_text()
     assert re.search(r"\"result accepted\" .*next_jobs=1", agent_log), agent_log[-2000:]
+
+
+def secrets_of_the_run(database, state_dir) -> tuple[set[str], set[str]]:
+    """(secrets in clear, digests of join codes) the run made: API tokens, the node's
+    credential and probe key; join codes are kept only as digests."""
+    with sqlite3.connect(database) as db:
+        tokens = {key for (key,) in db.execute("SELECT key FROM authtoken_token")}
+        join_digests = {digest for (digest,) in db.execute("SELECT code_digest FROM judge_join_code")}
+    stored = json.loads((state_dir / "python" / "credential").read_text())
+    clear = tokens | {stored["credential"], stored["probeKey"]}
+    assert len(clear) >= 4 and all(len(secret) >= 20 for secret in clear) and join_digests
+    return clear, join_digests
+
+
+def test_no_secret_the_demo_made_reaches_its_output_or_logs(env, state_dir, tmp_path):
+    """A whole demo with every process logging at DEBUG: no API token, node credential,
+    probe key or join code appears in its output, the server's log or the agent's, nor the
+    users' password in the logs (the demo prints it to its operator on purpose)."""
+    env = {**env, "KECE_LOG_LEVEL": "DEBUG", "JUDGE_LOG_LEVEL": "DEBUG"}
+    run = subprocess.run([sys.executable, "manage.py", "demo", "--no-wait", "--pools", "python",
+                          "--port", str(free_port()), "--state-dir", str(state_dir)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-3000:]
+    logs = (state_dir / "server.log").read_text() + (state_dir / "python" / "agent.log").read_text()
+    assert "DEBUG" in logs and "job leased" in logs, logs[-3000:]
+    clear, join_digests = secrets_of_the_run(tmp_path / "kece.sqlite3", state_dir)
+    everything = output + logs
+    leaked = [secret[:6] + "…" for secret in clear if secret in everything]
+    assert not leaked, f"secrets in the demo's output or logs: {leaked}"
+    # A join code leaked in any shape would be a run of URL-safe characters somewhere.
+    words = set(re.findall(r"[A-Za-z0-9_-]{20,}", everything))
+    assert not {w for w in words if hashlib.sha256(w.encode()).hexdigest() in join_digests}, "a join code leaked"
+    password = re.search(r"password (\S+)", output).group(1)
+    assert password not in logs
 
 
 def _listening(port: int) -> bool:

@@ -37,6 +37,15 @@ def test_production_needs_a_secret_key():
     assert run.returncode != 0 and "SECRET_KEY (or SECRET_KEY_FILE) must be set" in run.stderr
 
 
+@pytest.mark.parametrize("name, value, message", [
+    ("KECE_LOG_FORMAT", "xml", "KECE_LOG_FORMAT must be json or text"),
+    ("KECE_DRAIN_MS", "-1", "KECE_DRAIN_MS must be 0 (off) or more"),
+])
+def test_a_bad_log_format_or_drain_time_stops_the_start(name, value, message):
+    run = _settings_of(SECRET_KEY="a production secret", **{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
 def test_development_probes_loopback(address):
     run = _settings_of(DEBUG=1)

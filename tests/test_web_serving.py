@@ -2,7 +2,7 @@
 behind another's, and several server processes share one database and Redis correctly."""
 
 import asyncio
-import re
+import json
 import threading
 from collections import Counter, defaultdict
 
@@ -76,16 +76,17 @@ def test_a_submission_is_answered_while_admin_requests_wait_on_a_lock(tmp_path):
     assert answers == {node.pk: 200 for node in nodes}
 
 
-LINE = re.compile(r'^\S+ INFO (?P<logger>\S+) (?P<msg>"[^"]*"|\S+) pid=(?P<pid>\d+)(?P<rest>.*)$')
-
-
 def log_events(path) -> list[dict]:
+    """The server's INFO events, one JSON object per line (uvicorn's own lines and any
+    other noise are not JSON objects)."""
     events = []
     for line in path.read_text().splitlines():
-        match = LINE.match(line)
-        if match:
-            fields = dict(re.findall(r"(\w+)=(\S+)", match["rest"]))
-            events.append({"msg": match["msg"].strip('"'), "pid": int(match["pid"]), **fields})
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("level") == "INFO":
+            events.append({**event, "msg": event["message"]})
     return events
 
 

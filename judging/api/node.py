@@ -76,7 +76,7 @@ class ArtifactView(NodeView):
         try:
             handle = open(path, "rb")
         except FileNotFoundError as exc:
-            logger.error("artifact missing from the store", extra={"job": job_id, "lease": lease_epoch,
+            logger.error("artifact missing from the store", extra={"job": job_id, "leaseEpoch": lease_epoch,
                                                                    "digest": digest})
             raise Unavailable("The file is missing from the store.", retry_after=5) from exc
         response = _file_response(request, handle)

@@ -154,7 +154,7 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
     result.jobs = jobs
     job_meta.remember(jobs)
     for job in result.jobs:
-        logger.info("job leased", extra={"job": job.pk, "lease": job.lease_epoch, "node": node.pk,
+        logger.info("job leased", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "node": node.pk,
                                           "pool": node.pool, "attempt": job.attempts})
     return result
 

@@ -154,6 +154,8 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
                     continue  # another dispatcher has it, or already applied it
                 handler_for(event.event_type)(event.payload)
                 _mark_done([event.pk], now=now)
+            logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
+                                                           "type": event.event_type})
             recomputed.add(key)
             report.applied.append(event_id)
         except Exception as exc:  # a handler bug or a database hiccup: retry later

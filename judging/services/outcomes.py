@@ -97,7 +97,7 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
         from judging.wakeups import publish_after_commit
 
         publish_after_commit(job.pool)
-    logger.info("job requeued", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+    logger.info("job requeued", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
                                         "attempt": job.attempts, "availableAt": job.available_at.isoformat()})
 
 
@@ -135,7 +135,7 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
         hooks.call(hooks.DIAGNOSTIC_FAILED, job, now=now, error=error, message=message)
     else:
         transaction.on_commit(lambda: metrics.settled(job, metrics.OUTCOME_SYSTEM_ERROR, now=now))
-    logger.warning("job failed", extra={"job": job.pk, "lease": job.lease_epoch, "reason": error,
+    logger.warning("job failed", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
                                          "attempt": job.attempts})
 
 
@@ -162,4 +162,4 @@ def cancel(job, *, now, reason: str) -> None:
     job.error = reason
     job.lease_until = None
     save_locked(job, ["state", "finished_at", "error", "lease_until", "updated_at"])
-    logger.info("job cancelled", extra={"job": job.pk, "lease": job.lease_epoch, "reason": reason})
+    logger.info("job cancelled", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": reason})

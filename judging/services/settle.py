@@ -236,7 +236,7 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
         record_claim(node.pool, claim, now=now)
     if status == "settled" and meta.kind == JobKind.JUDGE and node.infra_error_jobs:
         conduct.judgement_recorded(node.pk)
-    logger.info("result accepted", extra={"job": job.pk, "lease": request.lease_epoch, "outcome": request.outcome,
+    logger.info("result accepted", extra={"job": job.pk, "leaseEpoch": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
     return status, claim
 

@@ -408,9 +408,28 @@ def test_healthchecks_are_valid(compose):
             continue
         if test[0] == "CMD" and test[1] in ("python", "python3") and test[2] == "-c":
             compile(test[3], f"{name} healthcheck", "exec")
-        shell = test[1] if test[0] == "CMD-SHELL" else ""
-        if shell.startswith("celery"):
-            check_command(shlex.split(shell.split(">")[0])[:3], f"{name} healthcheck")
+        # A healthcheck does not pass the image's entry point; one that reads the settings
+        # runs it itself (it turns DATABASE_URL_FILE into DATABASE_URL).
+        commands = [test[1:]] if test[0] == "CMD" else [shlex.split(c.split(">")[0]) for c in test[1].split("&&")]
+        for argv in commands:
+            if argv[0] == "kece-entrypoint":
+                argv = argv[1:]
+            elif argv[:3] == ["python", "-m", "kece.probe"]:
+                raise AssertionError(f"{name} healthcheck: the probe reads the settings; run it through kece-entrypoint")
+            if argv[0] == "celery" or argv[:2] == ["python", "-m"]:
+                check_command(argv, f"{name} healthcheck")
+
+
+def test_web_is_healthy_when_ready_and_celery_processes_when_their_loops_beat(compose):
+    """The web healthcheck asks /readyz (so a draining or unmigrated process is not
+    healthy); the workers' probes read the heartbeats their loops leave (kece/probe.py),
+    the beat's too where it runs."""
+    services = compose["services"]
+    assert "'/readyz'" in " ".join(services["web"]["healthcheck"]["test"])
+    for name, kinds in (("worker", ["worker", "beat"]), ("probe-worker", ["worker"])):
+        test = " ".join(services[name]["healthcheck"]["test"][1:])
+        assert re.findall(r"python -m kece\.probe (\w+)", test) == kinds, test
+        assert "--beat" in services[name]["command"] or "beat" not in kinds
 
 
 def test_documented_management_commands_exist():
@@ -826,7 +845,7 @@ def test_agent_requirements_follow_pyproject():
     for pool in ("cpp", "java", "python", "mysql", "arkts"):
         out = subprocess.run([sys.executable, str(DEPLOY / "agent-requirements.py"), pool, str(REPO / "pyproject.toml")],
                              capture_output=True, text=True, timeout=30, check=True).stdout.split()
-        expected = [pins["requests"], pins["prometheus-client"]]
+        expected = [pins["requests"], pins["prometheus-client"], pins["python-json-logger"]]
         if pool == "mysql":
             expected.append(pins["mysqlclient"])
         assert sorted(out) == sorted(expected)

@@ -27,7 +27,7 @@ from django.test import Client
 
 from tests.api.helpers import make_admin
 from tests.deploy.test_compose import NGINX_CONF
-from tests.live import LiveServer, free_port, read_answer, stop_group
+from tests.live import LiveServer, free_port, read_answer, stop_process_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -108,7 +108,7 @@ def proxy(tmp_path):
         yield origin, client_tls, f"https://127.0.0.1:{ports[8443]}"
     finally:
         if process is not None:
-            stop_group(process)
+            stop_process_group(process, 10)
         server.stop()
 
 
@@ -147,3 +147,14 @@ def test_the_metrics_are_served_on_the_internal_listener_and_refused_on_the_publ
     scraped = requests.get(internal + "/metrics", verify=ca, timeout=20)
     assert scraped.status_code == 200
     assert "# TYPE kece_jobs_queued gauge" in scraped.text
+
+
+def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
+    origin, _client_tls, _internal = proxy
+    ca = str(tmp_path / "ca.pem")
+    made = [requests.get(origin + "/livez", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
+    # nginx's $request_id: 32 hex digits, a new one for each request.
+    assert all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in made) and made[0] != made[1]
+    kept = requests.get(origin + "/livez", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
+    assert kept.headers["X-Request-ID"] == "client-chosen-id-1"
+    assert "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text()

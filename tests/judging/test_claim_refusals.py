@@ -316,7 +316,7 @@ def test_each_lease_is_logged_with_its_job_lease_node_pool_and_attempt(student, 
     with caplog.at_level(logging.INFO, logger="kece.claim"):
         [job] = claim(identity)
     [record] = [r for r in caplog.records if r.getMessage() == "job leased"]
-    assert (record.job, record.lease, record.node, record.pool, record.attempt) == (
+    assert (record.job, record.leaseEpoch, record.node, record.pool, record.attempt) == (
         job.pk, 1, node.pk, "python", 1)
 
 

@@ -338,7 +338,7 @@ def test_an_accepted_result_is_logged_with_its_lease_outcome_and_status(running,
     with caplog.at_level(logging.INFO, logger="kece.settle"):
         settle(identity, judged(job, verdict="WA", passing=[1]))
     [record] = [r for r in caplog.records if r.getMessage() == "result accepted"]
-    assert (record.job, record.lease, record.outcome, record.status, record.verdict) == (
+    assert (record.job, record.leaseEpoch, record.outcome, record.status, record.verdict) == (
         job.pk, job.lease_epoch, "JUDGED", "settled", "WA")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="kece.settle"):

@@ -5,6 +5,8 @@ The problem: read two integers, print their sum (two cases, 50 points each).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import SUM_CASES, need_pool, verdict_of
@@ -97,6 +99,8 @@ def test_each_program_gets_its_verdict(pool, programs, plane, launch):
     # Each settled exactly once, by the first lease; the agent survived all of it.
     assert all(len(plane.jobs[j].results) == 1 and plane.jobs[j].lease_epoch == 1 for j in jobs.values())
     assert agent.alive()
-    # Every line about a job names the job and the lease.
-    job_lines = [line for line in agent.logs().splitlines() if " job=" in line]
-    assert job_lines and all(" lease=" in line for line in job_lines)
+    # Every line is one JSON object, and every line about a job names the job and the lease.
+    lines = [json.loads(line) for line in agent.logs().splitlines()]
+    job_lines = [line for line in lines if "job" in line]
+    assert job_lines and all(isinstance(line["leaseEpoch"], int) for line in job_lines)
+    assert {line["job"] for line in job_lines} >= set(jobs.values())

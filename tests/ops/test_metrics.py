@@ -23,7 +23,7 @@ from pools import snapshot
 from tests.deploy.test_proxy_live import die_with_parent
 from tests.e2e.conftest import FAST_TIMINGS, Agents, need_pool, tls, wait_for  # noqa: F401 (tls: a fixture)
 from tests.factories import UserFactory, make_node, make_problem
-from tests.live import ROOT, LiveServer, free_port, stop_group
+from tests.live import ROOT, LiveServer, free_port, stop_process_group
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
 
@@ -234,7 +234,7 @@ def test_a_real_prometheus_scrapes_the_server(server, tmp_path):
         [series] = answer["data"]["result"]
         assert series["value"][1] == "1"
     finally:
-        stop_group(process)
+        stop_process_group(process, 10)
 
 
 def test_the_celery_workers_counters_are_served_by_web_and_a_restart_starts_them_afresh(tmp_path):
@@ -272,7 +272,7 @@ def test_the_celery_workers_counters_are_served_by_web_and_a_restart_starts_them
                 assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
                 time.sleep(0.2)
         finally:
-            stop_group(worker, grace=20)
+            stop_process_group(worker, 20)
     # The reaper ran in the worker's pool process; web added up that group's files, and not
     # what the previous run had left.
     assert value(found, "kece_lease_expiries", "kece_lease_expiries_total", pool="python") == 1

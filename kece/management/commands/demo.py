@@ -1,3 +1,4 @@
+import logging.config
 import os
 import signal
 from pathlib import Path
@@ -10,6 +11,17 @@ from kece.demo import Demo, sandbox_usable, say
 
 def _stop_on_signal(signum, frame):
     raise KeyboardInterrupt
+
+
+def readable_logs() -> None:
+    """The demo is read by a person: its processes (this one, the server and the agents it
+    starts, which inherit the environment) log as text, unless KECE_LOG_FORMAT says
+    otherwise."""
+    if "KECE_LOG_FORMAT" in os.environ:
+        os.environ.setdefault("JUDGE_LOG_FORMAT", os.environ["KECE_LOG_FORMAT"])
+        return
+    os.environ["KECE_LOG_FORMAT"] = os.environ["JUDGE_LOG_FORMAT"] = "text"
+    logging.config.dictConfig({**settings.LOGGING, "formatters": {"line": {"()": "kece.logging.TextFormatter"}}})
 
 
 class Command(BaseCommand):
@@ -27,6 +39,7 @@ class Command(BaseCommand):
     def handle(self, *args, port, pools, judge_mysql_url, no_wait, state_dir, **options):
         if settings.DATABASE_VENDOR != "sqlite" or settings.REDIS_URL:
             raise CommandError("the demo runs on the embedded default: unset DATABASE_URL and REDIS_URL")
+        readable_logs()
         state = Path(state_dir)
         state.mkdir(parents=True, exist_ok=True)
         # The embedded database's folder (var/ in a fresh checkout) may not exist yet.
