@@ -35,6 +35,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from judging import wakeups
+import kece.metrics as metrics
 from kece.lanes import NODE as NODE_LANE
 
 logger = logging.getLogger("kece.waiting")
@@ -243,6 +244,7 @@ class PoolWaiters:
             # A look, not a hint: a tick that finds no one waiting must not make the next
             # arrivals claim at once as if work had been announced.
             if time.monotonic() - state.last_check >= interval * 0.9:
+                metrics.fallback_poll()
                 self._look(pool, state)
 
     async def _listen_redis(self) -> None:

@@ -10,6 +10,8 @@
 - Everything else is the ordinary Django application, its synchronous middleware and view
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
+- `/metrics` (Prometheus) is served bare too (`kece.metrics_endpoint`), and every request's
+  time is recorded here, by the URL pattern its handler resolved (`kece.metrics`).
 - Lifespan: the node-change subscription starts with the server, and the drain on
   SIGTERM (`kece.health`) is put in front of uvicorn's; in the embedded default the
   in-process scheduler starts and stops with it.
@@ -18,6 +20,7 @@
 
 import os
 import re
+import time
 
 from django.core.asgi import get_asgi_application
 
@@ -31,6 +34,10 @@ from django.core.handlers.exception import convert_exception_to_response  # noqa
 
 from kece import health, lanes  # noqa: E402
 from kece.bodies import limit_request_bodies  # noqa: E402
+
+
+# Where a handler leaves the resolved route in the ASGI scope (`route_http` reads it).
+ROUTE_KEY = "kece.route"
 
 
 class ContractASGIHandler(ASGIHandler):
@@ -77,7 +84,12 @@ class LaneASGIHandler(ContractASGIHandler):
         await self.handle(scope, receive, send)
 
     async def get_response_async(self, request):
-        return await self.lane(request).run(self.get_response, request)
+        response = await self.lane(request).run(self.get_response, request)
+        # The URL pattern the request resolved to, for the request-duration histogram.
+        match = getattr(request, "resolver_match", None)
+        if match is not None:
+            request.scope[ROUTE_KEY] = match.route
+        return response
 
 
 django_application = LaneASGIHandler()
@@ -93,10 +105,12 @@ if settings.KECE_SERVE_STATIC:
 from judging.api.claim import asgi_claim  # noqa: E402
 from judging.api.node import asgi_artifact  # noqa: E402
 from judging.api.result import asgi_result  # noqa: E402
+from kece import metrics, metrics_endpoint  # noqa: E402
 from kece.converters import IdConverter  # noqa: E402
 
 INTERNAL_PREFIX = "/api/v1/internal/"
 CLAIM_PATH = INTERNAL_PREFIX + "judgers/jobs/claim"
+METRICS_PATH = "/metrics"
 RESULT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/result")
 ARTIFACT_PATH = re.compile(rf"{INTERNAL_PREFIX}judgers/jobs/({IdConverter.regex})/artifacts/([^/]+)")
 
@@ -120,34 +134,72 @@ class InternalASGIHandler(LaneASGIHandler):
 internal_application = InternalASGIHandler()
 
 
+CLAIM_ROUTE = CLAIM_PATH.lstrip("/")
+RESULT_ROUTE = INTERNAL_PREFIX.lstrip("/") + "judgers/jobs/<id:job_id>/result"
+ARTIFACT_ROUTE = INTERNAL_PREFIX.lstrip("/") + "judgers/jobs/<id:job_id>/artifacts/<str:digest>"
+# Requests no URL pattern matched (and static files): one label each, never the raw path.
+UNMATCHED_ROUTE = "unmatched"
+# Any other method a client sends is one label too: the labels stay bounded.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+async def _route(scope, receive, send):
+    path = scope.get("path", "")
+    if path == CLAIM_PATH:
+        scope[ROUTE_KEY] = CLAIM_ROUTE
+        health.long_poll_started()  # a draining process waits for these (`kece.health`)
+        try:
+            await asgi_claim(scope, receive, send)
+        finally:
+            health.long_poll_ended()
+        return
+    if path.startswith(INTERNAL_PREFIX):
+        result = RESULT_PATH.fullmatch(path)
+        if result is not None:
+            scope[ROUTE_KEY] = RESULT_ROUTE
+            await asgi_result(scope, receive, send, int(result.group(1)))
+            return
+        artifact = ARTIFACT_PATH.fullmatch(path)
+        if artifact is not None:
+            scope[ROUTE_KEY] = ARTIFACT_ROUTE
+            await asgi_artifact(scope, receive, send, int(artifact.group(1)), artifact.group(2),
+                                internal_application)
+            return
+        await internal_application(scope, receive, send)
+        return
+    if path == METRICS_PATH:
+        scope[ROUTE_KEY] = metrics_endpoint.ROUTE
+        await metrics_endpoint.asgi_metrics(scope, receive, send)
+        return
+    await django_application(scope, receive, send)
+
+
 async def route_http(scope, receive, send):
     if scope["type"] == "lifespan":
         from kece.lifespan import serve_lifespan
 
         await serve_lifespan(receive, send)
         return
-    if scope["type"] == "http":
-        path = scope.get("path", "")
-        if path == CLAIM_PATH:
-            health.long_poll_started()  # a draining process waits for these (`kece.health`)
-            try:
-                await asgi_claim(scope, receive, send)
-            finally:
-                health.long_poll_ended()
-            return
-        if path.startswith(INTERNAL_PREFIX):
-            result = RESULT_PATH.fullmatch(path)
-            if result is not None:
-                await asgi_result(scope, receive, send, int(result.group(1)))
-                return
-            artifact = ARTIFACT_PATH.fullmatch(path)
-            if artifact is not None:
-                await asgi_artifact(scope, receive, send, int(artifact.group(1)), artifact.group(2),
-                                    internal_application)
-                return
-            await internal_application(scope, receive, send)
-            return
-    await django_application(scope, receive, send)
+    if scope["type"] != "http":
+        await django_application(scope, receive, send)
+        return
+    # The request-duration histogram, by the route the handler resolved: the status is
+    # taken from the answer as it goes out, the time when the handler is done.
+    started = time.perf_counter()
+    status = 500
+
+    async def send_and_note(message):
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    try:
+        await _route(scope, receive, send_and_note)
+    finally:
+        method = scope.get("method", "")
+        metrics.http_request(scope.get(ROUTE_KEY, UNMATCHED_ROUTE), method if method in METHODS else "other",
+                             status, time.perf_counter() - started)
 
 
 def with_request_id(app):

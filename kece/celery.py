@@ -3,7 +3,7 @@ from pathlib import Path
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
-from celery.signals import beat_embedded_init, beat_init, setup_logging
+from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_shutdown
 
 from kece import probe
 
@@ -75,3 +75,19 @@ def _schedule_folder(sender=None, **kwargs):
     from django.conf import settings
 
     Path(settings.CELERY_BEAT_SCHEDULE_FILENAME).parent.mkdir(parents=True, exist_ok=True)
+
+
+@celeryd_init.connect
+def _reset_metrics(sender=None, **kwargs):
+    # In the worker's main process, before its pool starts: the worker's metrics folder,
+    # named after its node name (`celery@host`, `probes@host`), emptied once for the group.
+    from kece import metrics
+
+    metrics.reset_group(str(sender or "celery").split("@")[0])
+
+
+@worker_process_shutdown.connect
+def _process_ended(**kwargs):
+    from kece import metrics
+
+    metrics.mark_process_dead()

@@ -1,6 +1,6 @@
 """The embedded demo: one command that shows KECE judging real submissions.
 
-It runs the control plane (uvicorn, SQLite, in-process wake-ups and scheduler) and one
+It runs the control plane (uvicorn through `kece.serve`, SQLite, in-process wake-ups and scheduler) and one
 local node agent per pool whose toolchain this machine has, registers and verifies the
 nodes through the admin API exactly as an operator would (register → join code → agent
 joins → connectivity + self-check → enable), then submits every sample solution through
@@ -133,7 +133,7 @@ class Demo:
                "KECE_PROBE_CA_FILE": str(tls["ca"])}
         log = open(self.state / "server.log", "ab")
         self.processes.append(subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "kece.asgi:application", "--host", "127.0.0.1", "--port",
+            [sys.executable, "-m", "kece.serve", "--host", "127.0.0.1", "--port",
              str(self.port), "--no-access-log"], cwd=ROOT, env=env, stdout=log, stderr=log,
             start_new_session=True))
         for _ in range(150):

@@ -35,5 +35,8 @@ async def serve_lifespan(receive, send):
         elif message["type"] == "lifespan.shutdown":
             if scheduler is not None:
                 scheduler.stop()
+            from kece import metrics
+
+            metrics.mark_process_dead()
             await send({"type": "lifespan.shutdown.complete"})
             return

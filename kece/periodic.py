@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from kece import metrics
+
 logger = logging.getLogger("kece.periodic")
 
 
@@ -140,23 +142,15 @@ def step_name(step) -> str:
     return step.__name__.removesuffix("_step")
 
 
-def _success_key(name: str) -> str:
-    return f"kece:periodic:ok:{name}"
-
-
 def last_success(name: str):
     """When the step `name` last ran to its end (any process; None if not since the cache
     was emptied): a hint for operators, as everything in the cache is."""
-    from django.core.cache import cache
-
-    return cache.get(_success_key(name))
+    return metrics.last_step_success(name)
 
 
 def run_guarded(step):
     """Run one step the way a scheduler must: fresh connections, errors logged not raised,
     and its success recorded (`last_success`)."""
-    from django.core.cache import cache
-
     close_old_connections()
     try:
         result = step()
@@ -165,10 +159,13 @@ def run_guarded(step):
         return None
     finally:
         close_old_connections()
-    try:
-        cache.set(_success_key(step_name(step)), timezone.now(), timeout=None)
-    except Exception:  # the cache is a hint: its being away never fails the step
-        logger.warning("periodic step's success not recorded", extra={"step": step_name(step)}, exc_info=True)
+    return succeeded(step, result)
+
+
+def succeeded(step, result):
+    """Note `step`'s success (`last_success`): every process reads the same, /metrics too.
+    Returns its result."""
+    metrics.step_succeeded(step_name(step))
     return result
 
 

@@ -51,9 +51,19 @@ def web_processes(environ=os.environ) -> int:
     return usable_cores() if database.startswith(("mysql", "mariadb")) else 1
 
 
+def reset_metrics() -> None:
+    """The web processes' metrics folder, emptied once for the whole group before its
+    workers start (`kece.metrics`); the workers inherit the group's name."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
+    from kece import metrics
+
+    metrics.reset_group(metrics.DEFAULT_GROUP)
+
+
 def main() -> None:
     from uvicorn.main import main as uvicorn_main
 
+    reset_metrics()
     argv = uvicorn_argv(sys.argv[1:], web_processes())
     uvicorn_main.main(args=argv[1:], prog_name=argv[0])
 

@@ -200,6 +200,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # the contract's 1 MiB body limit
 
 KECE_ARTIFACT_ROOT = Path(env.str("KECE_ARTIFACT_ROOT", default=str(BASE_DIR / "var" / "artifacts")))
 KECE_LEASE_TTL_MS = _positive_ms("KECE_LEASE_TTL_MS", 60000)
+# Prometheus metrics (`kece.metrics`): the folder every process of one deployment (web
+# workers, Celery workers, the embedded default) keeps its counters and histograms in, one
+# subfolder per process group; `/metrics` reads them all. The bearer token `/metrics` asks
+# for, if set.
+KECE_METRICS_DIR = Path(env.str("KECE_METRICS_DIR", default=str(BASE_DIR / "var" / "metrics")))
+if not KECE_METRICS_DIR.is_absolute():
+    raise ImproperlyConfigured(f"KECE_METRICS_DIR must be an absolute path, got {str(KECE_METRICS_DIR)!r}")
+KECE_METRICS_TOKEN = env.str("KECE_METRICS_TOKEN", default="")
+if KECE_METRICS_TOKEN and (len(KECE_METRICS_TOKEN) < 16 or not KECE_METRICS_TOKEN.isprintable()
+                           or " " in KECE_METRICS_TOKEN):
+    raise ImproperlyConfigured("KECE_METRICS_TOKEN must be at least 16 printable characters without spaces")
 KECE_RENEW_INTERVAL_MS = _positive_ms("KECE_RENEW_INTERVAL_MS", 15000)
 KECE_HEARTBEAT_INTERVAL_MS = _positive_ms("KECE_HEARTBEAT_INTERVAL_MS", 10000)
 KECE_OFFLINE_AFTER_MS = _positive_ms("KECE_OFFLINE_AFTER_MS", 30000)

@@ -25,6 +25,7 @@ from judging.locking import lock_host_group, lock_node
 from judging.models import JobKind, JobState, JudgeJob
 from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
+import kece.metrics as metrics
 from nodes.models import DesiredState, JudgeNode, may_take_judge_jobs
 from nodes.services import audit
 
@@ -48,6 +49,9 @@ def node_quarantine_locked(node, *, reason: str, now) -> bool:
     audit(node=node, actor="system", action="quarantine", before={},
           after={"reason": node.quarantine_reason, "since": now.isoformat()}, revision=node.revision)
     node_changed_after_commit(node.pk)
+    # The rule's name, without the details after it: a bounded label.
+    rule = node.quarantine_reason.split(":", 1)[0].strip()
+    transaction.on_commit(lambda: metrics.quarantined(node.pool, rule))
     logger.warning("node quarantined", extra={"node": node.pk, "pool": node.pool, "reason": node.quarantine_reason})
     return True
 

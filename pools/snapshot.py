@@ -11,11 +11,12 @@ from time import monotonic
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
+import kece.metrics as metrics
 from kece.api import iso
 from pools.registry import POOLS
 
@@ -23,18 +24,30 @@ logger = logging.getLogger("kece.snapshot")
 
 CACHE_KEY = "kece:status-snapshot:v1"
 LAST_GOOD_KEY = "kece:status-snapshot:last-good:v1"
+# The operators' figures (`compute_figures`): kept until replaced, so a refresher that
+# stops shows as a growing age, not as no figures.
+FIGURES_KEY = "kece:status-snapshot:figures:v1"
 
 
-def compute(*, now) -> dict:
-    # Hidden judge jobs (bound to a node: canaries, cross-checks) are nobody's waiting work.
-    pending = dict(
+def _queued(now) -> list[dict]:
+    """Per pool and class: waiting judge jobs, those due now, and the oldest due one's
+    time: one statement over the queued rows (the `judge_job_claim` index's (pool, state)
+    ranges). Hidden judge jobs (bound to a node: canaries, cross-checks) are nobody's
+    waiting work."""
+    return list(
         JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE", bound_node__isnull=True)
-        .values_list("pool").annotate(n=Count("id"))
+        .values("pool", "priority_class")
+        .annotate(n=Count("id"), claimable=Count("id", filter=Q(available_at__lte=now)),
+                  oldest=Min("available_at", filter=Q(available_at__lte=now)))
     )
-    claimable = dict(
-        JudgeJob.objects.filter(state=JobState.QUEUED, kind="JUDGE", bound_node__isnull=True, available_at__lte=now)
-        .values_list("pool").annotate(n=Count("id"))
-    )
+
+
+def compute(*, now, queued=None) -> dict:
+    queued = _queued(now) if queued is None else queued
+    pending, claimable = {}, {}
+    for row in queued:
+        pending[row["pool"]] = pending.get(row["pool"], 0) + row["n"]
+        claimable[row["pool"]] = claimable.get(row["pool"], 0) + row["claimable"]
     ready = set(ready_nodes(now=now).values_list("pool", flat=True).distinct())
     pools = []
     for name, pool in POOLS.items():
@@ -53,6 +66,55 @@ def compute(*, now) -> dict:
     }
 
 
+def compute_figures(*, now, queued=None) -> dict:
+    """The operators' figures (`kece.metrics_endpoint` serves them as Prometheus gauges),
+    each as of `now`: queue and running jobs per pool, the fleet's nodes, slots and
+    heartbeats, the outbox. A handful of statements, each an index range over the active
+    rows only (queued, running, pending; the nodes table is the fleet), however long the
+    history. Kept apart from the public snapshot, which every page reads."""
+    from judging.models import EventState, SettlementEvent
+    from nodes.models import JudgeNode
+    from nodes.selectors import observed_state
+
+    queued = _queued(now) if queued is None else queued
+
+    def age(then) -> float:
+        return max(0.0, (now - then).total_seconds()) if then is not None else 0.0
+
+    running = {pool: (n, age(oldest)) for pool, n, oldest in
+               JudgeJob.objects.filter(state=JobState.RUNNING).values_list("pool")
+               .annotate(n=Count("id"), oldest=Min("started_at")).values_list("pool", "n", "oldest")}
+    by_node = dict(JudgeJob.objects.filter(state=JobState.RUNNING, node__isnull=False)
+                   .values_list("node_id").annotate(n=Count("id")))
+    ready = set(ready_nodes(now=now).values_list("id", flat=True))
+    nodes, slots, busy, heartbeats = {}, {}, {}, []
+    for node in JudgeNode.objects.filter(revoked_at__isnull=True).select_related("host_group").only(
+            "pool", "name", "desired_state", "max_slots", "last_heartbeat_at", "session_open", "health_ok",
+            "quarantined_at", "revoked_at", "self_check_status", "self_check_revision", "config_revision",
+            "self_check_runtime_spec", "runtime_spec", "self_check_agent_version", "agent_version",
+            "host_group__status"):
+        node.running = by_node.get(node.pk, 0)
+        key = (node.pool, observed_state(node, now=now))
+        nodes[key] = nodes.get(key, 0) + 1
+        if node.pk in ready:
+            slots[node.pool] = slots.get(node.pool, 0) + node.max_slots
+            busy[node.pool] = busy.get(node.pool, 0) + min(node.running, node.max_slots)
+        if node.last_heartbeat_at is not None:
+            heartbeats.append([node.pool, node.name, age(node.last_heartbeat_at)])
+    outbox = SettlementEvent.objects.filter(state=EventState.PENDING).aggregate(n=Count("id"), oldest=Min("created_at"))
+    return {
+        "asOf": iso(now),
+        "queued": [[r["pool"], r["priority_class"], r["n"], age(r["oldest"])] for r in queued],
+        "running": [[pool, n, oldest] for pool, (n, oldest) in running.items()],
+        "nodes": [[pool, state, n] for (pool, state), n in nodes.items()],
+        "slots": slots,
+        "slotsBusy": busy,
+        "heartbeats": heartbeats,
+        "outboxPending": outbox["n"] or 0,
+        "outboxOldest": age(outbox["oldest"]),
+    }
+
+
 # (monotonic time of the read, the snapshot or None) of this process's last cache read.
 # Every visitor's page asks for the status, and a cache round trip from a request thread
 # costs several times the rest of a summary answer; within KECE_STATUS_REUSE_MS the last
@@ -62,10 +124,14 @@ _last_read: tuple[float, dict | None] = (float("-inf"), None)
 
 def refresh_step(now=None) -> dict:
     global _last_read
-    snapshot = compute(now=now or timezone.now())
+    now = now or timezone.now()
+    queued = _queued(now)
+    snapshot = compute(now=now, queued=queued)
+    figures = compute_figures(now=now, queued=queued)
     ttl = max(60, settings.KECE_SNAPSHOT_INTERVAL_MS * 10 // 1000)
     cache.set(CACHE_KEY, snapshot, ttl)
-    cache.set(LAST_GOOD_KEY, snapshot, None)
+    cache.set_many({LAST_GOOD_KEY: snapshot, FIGURES_KEY: figures}, None)
+    metrics.step_succeeded("snapshot")
     _last_read = (monotonic(), snapshot)  # this process knows it already
     return snapshot
 

@@ -21,11 +21,12 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# promtool checks and unit-tests the alert rules (tests/deploy/test_prometheus.py); Debian
-# ships it in the prometheus package, whose server (and node exporter) this machine does
-# not want running.
+# promtool checks and unit-tests the alert rules (tests/deploy/test_prometheus.py), and the
+# server scrapes a live KECE in a test (tests/ops/test_metrics.py, on loopback, for the
+# test's length only); Debian ships both in the prometheus package, whose service (and node
+# exporter) this machine does not want running.
 if ! dpkg -s prometheus >/dev/null 2>&1; then
-  echo "setup: installing prometheus (for promtool)"
+  echo "setup: installing prometheus (promtool, and the server for the scrape test)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   if [ -d /run/systemd/system ]; then

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,6 +141,8 @@ class LiveServer:
             "KECE_ARTIFACT_ROOT": str(settings.KECE_ARTIFACT_ROOT),
             "KECE_LOG_LEVEL": os.environ.get("KECE_LOG_LEVEL", "WARNING"),
             "PYTHONPATH": str(ROOT),
+            # Its own metrics files: it empties them as it starts (`kece.serve`).
+            "KECE_METRICS_DIR": tempfile.mkdtemp(prefix="kece-live-metrics-"),
             **{k: str(v) for k, v in (env or {}).items()},
         }
         if "REDIS_URL" in self.env and not self.env["REDIS_URL"]:
@@ -157,7 +160,7 @@ class LiveServer:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         fd = self.listener.fileno()
         self.process = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "uvicorn", "kece.asgi:application", "--fd", str(fd),
+            [*self.prefix, sys.executable, "-m", "kece.serve", "--fd", str(fd),
              "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
         )

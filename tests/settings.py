@@ -6,6 +6,7 @@ being tested.
 """
 
 import os
+import tempfile
 
 TEST_ENVIRONMENT = {
     "SECRET_KEY": "kece-tests-only-secret-key",
@@ -18,6 +19,8 @@ TEST_ENVIRONMENT = {
     "KECE_CANARY_RATE": "0",
     "KECE_CANARY_MIN_INTERVAL_S": "0",
     "KECE_CROSS_CHECK_RATE": "0",
+    # This run's metrics files, never the checkout's var/metrics.
+    "KECE_METRICS_DIR": tempfile.mkdtemp(prefix="kece-metrics-"),
 }
 for _name, _value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)

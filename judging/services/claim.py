@@ -11,6 +11,7 @@ from judging.locking import claim_queued_jobs, lock_host_group, lock_node, updat
 from judging.models import JobKind, JobState, JudgeJob
 from judging.services import job_meta
 from judging.timing import claim_wait, lease_ttl, offline_after
+import kece.metrics as metrics
 from kece.errors import Unauthenticated
 from nodes.models import DesiredState, JudgeNode, may_take_judge_jobs
 
@@ -100,7 +101,9 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
                 group_id = None  # moved in between: look again
                 continue
             check_node_identity(node, identity)
-            return claim_locked(node, group, free_slots=free_slots, now=now)
+            result = claim_locked(node, group, free_slots=free_slots, now=now)
+        record_claim(node.pool, result, now=now)
+        return result
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
@@ -154,6 +157,11 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
         logger.info("job leased", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "node": node.pk,
                                           "pool": node.pool, "attempt": job.attempts})
     return result
+
+
+def record_claim(pool: str, result: ClaimResult, *, now) -> None:
+    """A committed claim transaction: it leased jobs, or none (for whatever reason)."""
+    metrics.claimed(pool, result.jobs, now=now)
 
 
 def carried_jobs(node, *, session_epoch: int, carried_by: int, now) -> list:

@@ -13,6 +13,7 @@ from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, upd
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
 from judging.services import conduct, outcomes
 from judging.timing import lease_ttl, ms_between
+import kece.metrics as metrics
 
 logger = logging.getLogger("kece.leases")
 
@@ -198,8 +199,10 @@ def _requeue_expired(candidates: list, *, now) -> list:
             if not _still_expired(job, candidate, now):
                 continue  # a result settled it, or it was cancelled, in between
             outcomes.requeue(job, now=now, error="lease_expired", delay=timedelta(0))
-            requeued.append(job.pk)
-    return requeued
+            requeued.append(job)
+    for job in requeued:
+        metrics.lease_expired(job.pool)
+    return [job.pk for job in requeued]
 
 
 def _fail_expired(candidate: dict, *, now) -> bool:
@@ -215,4 +218,5 @@ def _fail_expired(candidate: dict, *, now) -> bool:
             return False
         outcomes.fail(job, submission, now=now, error="lease_expired",
                       message="The lease expired on the last allowed attempt.")
-        return True
+    metrics.lease_expired(job.pool)
+    return True

@@ -7,12 +7,14 @@ writes them; none opens a transaction or takes a lock.
 import logging
 
 from django.conf import settings
+from django.db import transaction
 
 from judging import hooks
 from judging.locking import save_locked
 from judging.models import AttemptOutcome, JobAttempt, JobKind, JobState, SettlementEvent
 from judging.priority import claim_key
 from judging.timing import retry_backoff
+import kece.metrics as metrics
 from kece.rows import insert_many
 
 logger = logging.getLogger("kece.jobs")
@@ -131,6 +133,8 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
         write_events(job, submission, now=now)
     if job.kind == JobKind.DIAGNOSTIC:
         hooks.call(hooks.DIAGNOSTIC_FAILED, job, now=now, error=error, message=message)
+    else:
+        transaction.on_commit(lambda: metrics.settled(job, metrics.OUTCOME_SYSTEM_ERROR, now=now))
     logger.warning("job failed", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
                                          "attempt": job.attempts})
 

@@ -1,5 +1,6 @@
 """settle: a node posts the outcome of its lease; at most one outcome per lease takes effect."""
 
+import functools
 import hashlib
 import json
 import logging
@@ -16,11 +17,12 @@ from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submissi
 from judging.models import JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
-from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id
+from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
 from judging.services.leases import was_leased_to
 from judging.services.snapshot import judged_data_digest
 from judging.wakeups import publish_after_commit
-from kece.errors import Invalid, LeaseLost, ResultConflict, Superseded
+import kece.metrics as metrics
+from kece.errors import DomainError, Invalid, LeaseLost, ResultConflict, Superseded
 
 logger = logging.getLogger("kece.settle")
 
@@ -112,6 +114,18 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
     return status
 
 
+def _counting_refusals(function):
+    """A result post refused with a contract error is counted by its code."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except DomainError as error:
+            metrics.result_refused(error.code)
+            raise
+    return wrapper
+
+
 def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
                          free_slots: int) -> tuple[str, ClaimResult | None]:
     """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
@@ -139,6 +153,7 @@ class _NotAReplacement(Exception):
     """A post taken for a one-for-one replacement was not one: do it again exclusively."""
 
 
+@_counting_refusals
 def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
@@ -221,6 +236,10 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             # A slot of this node and host group is free again (unless the carried claim
             # took it back): a waiting claim that was refused as full may now take work.
             publish_after_commit(job.pool)
+    if infra and status in ("requeued", "failed"):
+        metrics.infra_error(job.pool, node.name)
+    if claim is not None and group is not None and node.host_group_id == group.pk:
+        record_claim(node.pool, claim, now=now)
     if status == "settled" and meta.kind == JobKind.JUDGE and node.infra_error_jobs:
         conduct.judgement_recorded(node.pk)
     logger.info("result accepted", extra={"job": job.pk, "leaseEpoch": request.lease_epoch, "outcome": request.outcome,
@@ -315,6 +334,7 @@ def _complete(job, node, submission, request: SettleRequest, *, now, digest: str
     submission.judged_at = now
     # The job and the submission it judged, locked above, written in one statement.
     save_locked_together((job, _COMPLETED_JOB_FIELDS), (submission, _JUDGED_SUBMISSION_FIELDS))
+    transaction.on_commit(lambda: metrics.settled(job, metrics.OUTCOME_JUDGED, now=now))
     if job.hidden:
         return  # graded by the server (`nodes.canaries_hidden`, `nodes.cross_checks`), counted nowhere
     outcomes.write_events(job, submission, now=now)

@@ -1,6 +1,7 @@
 """submit: a user's code becomes a submission, its first judge job and the pointer between."""
 
 import logging
+from contextlib import contextmanager
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -17,7 +18,8 @@ from kece.rows import insert as insert_row
 from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
-from kece.errors import ExamInProgress, Invalid
+import kece.metrics as metrics
+from kece.errors import ExamInProgress, Invalid, Throttled
 from pools.registry import POOLS, UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -113,6 +115,16 @@ def _still_live(problem, practice) -> None:
                       fields={"lessonPracticeId": ["unknown for this problem"]})
 
 
+@contextmanager
+def _counting_throttle(pool):
+    """A submit refused with 429 (the user's limits or the pool's pressure) is counted."""
+    try:
+        yield
+    except Throttled:
+        metrics.submit_throttled(pool.name)
+        raise
+
+
 def submission_submit(*, user, problem_id: int, language: str, code: str, lesson_practice_id=None, exam_id=None,
                       after_insert=None, now=None, priority_class: str = PriorityClass.PRACTICE):
     """Accept a submission and queue its judging.
@@ -160,13 +172,15 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if exam is not None:
         # Exam work goes first and is refused only for its participant's own rate and active jobs.
         priority_class = PriorityClass.EXAM
-        pressure.exam_rate(exam_id=exam.pk, user_id=user.pk, now=now)
+        with _counting_throttle(pool):
+            pressure.exam_rate(exam_id=exam.pk, user_id=user.pk, now=now)
     beyond_share, exam_rank = False, 0
     if priority_class == PriorityClass.PRACTICE:
         # Read outside the transaction: a share decided on a count a concurrent submit of
         # the same user is about to change only moves one job a place in the queue.
-        beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk,
-                                                   read=read if pool is named else None)
+        with _counting_throttle(pool):
+            beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk,
+                                                       read=read if pool is named else None)
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
@@ -176,7 +190,8 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         if exam is not None:
             exam_entry(exam, user=user, now=now)
             if exam.judges_at_once:
-                exam_rank = pressure.exam_admission(pool=pool, user_id=user.pk)
+                with _counting_throttle(pool):
+                    exam_rank = pressure.exam_admission(pool=pool, user_id=user.pk)
         submission = model(
             user=user, problem=problem, language=language, code=code,
             source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice, exam=exam,

@@ -715,6 +715,20 @@ def test_proxy_internal_listener_serves_only_the_node_api(compose):
         assert refuses(body), f"the internal listener should not serve {path}"
 
 
+def test_proxy_serves_the_metrics_on_the_internal_listener_only():
+    metrics_path = string_constants(REPO / "kece" / "asgi.py")["METRICS_PATH"]
+    public = server_listening_on(443)
+    for path in (metrics_path, metrics_path + "/", "/METRICS", "/Metrics/x"):
+        args, body = select_location(public, path)
+        assert refuses(body), f"the public listener serves {path} (location {' '.join(args)})"
+    for path in ("/metricsx", "/metrics-page"):  # only that path is closed, not the site's others
+        _args, body = select_location(public, path)
+        assert directive(body, "proxy_pass") == ["http://kece_web"]
+    internal = server_listening_on(8443)
+    _args, body = select_location(internal, metrics_path)
+    assert directive(body, "proxy_pass") == ["http://kece_web"]
+
+
 def nginx_size(value: str) -> int:
     match = re.fullmatch(r"(\d+)([kKmMgG]?)", value)
     assert match, value

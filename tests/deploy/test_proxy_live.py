@@ -70,7 +70,8 @@ def die_with_parent():
 
 @pytest.fixture
 def proxy(tmp_path):
-    """A live server and the Compose proxy in front of it: (https origin, TLS context)."""
+    """A live server and the Compose proxy in front of it: (public https origin, TLS
+    context, the internal listener's https origin)."""
     import trustme
 
     binary = nginx_binary()
@@ -104,7 +105,7 @@ def proxy(tmp_path):
             except requests.ConnectionError:
                 assert time.monotonic() < deadline, "nginx did not answer"
                 time.sleep(0.1)
-        yield origin, client_tls
+        yield origin, client_tls, f"https://127.0.0.1:{ports[8443]}"
     finally:
         if process is not None:
             stop_process_group(process, 10)
@@ -114,7 +115,7 @@ def proxy(tmp_path):
 def test_a_signed_in_admin_opens_the_consoles_live_socket_through_the_proxy(proxy):
     from websockets.sync.client import connect
 
-    origin, client_tls = proxy
+    origin, client_tls, _internal = proxy
     browser = Client()
     browser.force_login(make_admin())
     cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
@@ -125,7 +126,7 @@ def test_a_signed_in_admin_opens_the_consoles_live_socket_through_the_proxy(prox
 
 
 def test_a_body_over_the_limit_gets_the_contracts_413_from_the_proxy(proxy):
-    origin, client_tls = proxy
+    origin, client_tls, _internal = proxy
     port = int(origin.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=20) as raw, \
             client_tls.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -136,8 +137,20 @@ def test_a_body_over_the_limit_gets_the_contracts_413_from_the_proxy(proxy):
     assert json.loads(body)["error"] == "too_large"
 
 
+def test_the_metrics_are_served_on_the_internal_listener_and_refused_on_the_public_one(proxy, tmp_path):
+    origin, _client_tls, internal = proxy
+    ca = str(tmp_path / "ca.pem")
+    for spelling in ("/metrics", "/metrics/", "/METRICS", "//metrics", "/./metrics", "/%6Detrics"):
+        public = requests.get(origin + spelling, verify=ca, timeout=20)
+        assert public.status_code == 404, spelling
+        assert "kece_" not in public.text
+    scraped = requests.get(internal + "/metrics", verify=ca, timeout=20)
+    assert scraped.status_code == 200
+    assert "# TYPE kece_jobs_queued gauge" in scraped.text
+
+
 def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
-    origin, _ = proxy
+    origin, _client_tls, _internal = proxy
     ca = str(tmp_path / "ca.pem")
     made = [requests.get(origin + "/livez", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
     # nginx's $request_id: 32 hex digits, a new one for each request.

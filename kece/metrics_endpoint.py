@@ -1,0 +1,162 @@
+"""`GET /metrics`: the server's Prometheus metrics, served bare by the ASGI router.
+
+Two sources, read when scraped:
+- the counters and histograms every process of the deployment wrote (`kece.metrics`):
+  every process group's files under KECE_METRICS_DIR, added up;
+- the gauges, from the operators' figures the periodic snapshot refresh computed
+  (`pools.snapshot.compute_figures`) and each periodic step's last success, all from the
+  cache in one round trip: every web process answers the same, and a scrape runs no SQL.
+
+Behind the Compose proxy only the internal listener passes `/metrics`; with
+KECE_METRICS_TOKEN set, a scrape must also send it as `Authorization: Bearer <token>`.
+"""
+
+import hmac
+import importlib.metadata
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.cache import cache
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from judging.models import PriorityClass
+from kece import lanes, metrics
+from pools import snapshot
+from pools.registry import POOLS
+
+ROUTE = "metrics"
+COMMIT_FILE = Path(settings.BASE_DIR) / "COMMIT"
+
+
+class FilesCollector:
+    """Every process group's files, merged as one; a counter or histogram nothing recorded
+    yet is still declared, so that its name is always there to query."""
+
+    def collect(self):
+        files = sorted(str(p) for p in Path(settings.KECE_METRICS_DIR).glob("*/*.db"))
+        found = {family.name: family for family in MultiProcessCollector.merge(files, accumulate=True)}
+        empty = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}
+        for name, kind, documentation in metrics.get().families():
+            family = found.pop(name, None)
+            yield family if family is not None else empty[kind](name, documentation)
+        yield from found.values()
+
+
+def build_info() -> tuple[str, str]:
+    try:
+        version = importlib.metadata.version("kece")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    commit = os.environ.get("KECE_COMMIT", "").strip()
+    if not commit:
+        try:
+            commit = COMMIT_FILE.read_text().strip()
+        except OSError:
+            commit = ""
+    return version, commit or "unknown"
+
+
+_BUILD = build_info()
+
+
+def _redis_up() -> int:
+    if not settings.REDIS_URL:
+        return 0
+    from judging.wakeups import redis_client
+
+    try:
+        return 1 if redis_client().ping() else 0
+    except Exception:
+        return 0
+
+
+def _gauge(name, documentation, labels=(), rows=()):
+    family = GaugeMetricFamily(name, documentation, labels=list(labels))
+    for *values, value in rows:
+        family.add_metric([str(v) for v in values], value)
+    return family
+
+
+class SnapshotCollector:
+    def collect(self):
+        keys = [snapshot.FIGURES_KEY, *(metrics.STEP_SUCCESS_KEY.format(step) for step in metrics.PERIODIC_STEPS)]
+        try:
+            found = cache.get_many(keys)
+        except Exception:
+            found = {}
+        figures = found.get(snapshot.FIGURES_KEY) or {}
+        as_of = figures.get("asOf")
+        # Every pool and class, 0 where nothing waits or runs: an empty queue is a value.
+        queued = {(p, c): (n, oldest) for p, c, n, oldest in figures.get("queued", ())}
+        running = {p: (n, oldest) for p, n, oldest in figures.get("running", ())}
+        cells = [(p, c) for p in POOLS for c in PriorityClass.values] if figures else []
+        yield _gauge("kece_jobs_queued", "Judge jobs waiting for a node (due or in backoff).", ["pool", "class"],
+                     [(p, c, queued.get((p, c), (0, 0))[0]) for p, c in cells])
+        yield _gauge("kece_queue_oldest_wait_seconds", "How long the oldest due job has waited.", ["pool", "class"],
+                     [(p, c, queued.get((p, c), (0, 0))[1]) for p, c in cells])
+        pools = list(POOLS) if figures else []
+        yield _gauge("kece_jobs_running", "Jobs holding a lease.", ["pool"],
+                     [(p, running.get(p, (0, 0))[0]) for p in pools])
+        yield _gauge("kece_running_oldest_seconds", "Age of the oldest running job since its claim.", ["pool"],
+                     [(p, running.get(p, (0, 0))[1]) for p in pools])
+        yield _gauge("kece_nodes", "Nodes (not revoked) by observed state.", ["pool", "state"],
+                     figures.get("nodes", ()))
+        yield _gauge("kece_pool_slots", "Slots of the pool's ready nodes.", ["pool"],
+                     [(p, figures["slots"].get(p, 0)) for p in pools])
+        yield _gauge("kece_pool_slots_busy", "Slots of the pool's ready nodes holding a job.", ["pool"],
+                     [(p, figures["slotsBusy"].get(p, 0)) for p in pools])
+        yield _gauge("kece_node_last_heartbeat_age_seconds", "Time since the node's last heartbeat.",
+                     ["pool", "node"], figures.get("heartbeats", ()))
+        yield _gauge("kece_outbox_pending", "Settlement events not yet applied.",
+                     rows=[(figures["outboxPending"],)] if figures else ())
+        yield _gauge("kece_outbox_oldest_seconds", "Age of the oldest pending settlement event.",
+                     rows=[(figures["outboxOldest"],)] if figures else ())
+        if as_of:
+            age = max(0.0, time.time() - datetime.fromisoformat(as_of.replace("Z", "+00:00")).timestamp())
+        yield _gauge("kece_snapshot_age_seconds", "Age of the figures these gauges come from.",
+                     rows=[(age,)] if as_of else ())
+        yield _gauge("kece_redis_up", "Whether this process reaches Redis (wake-ups, cache); 0 without Redis.",
+                     rows=[(_redis_up(),)])
+        yield _gauge("kece_periodic_last_success_timestamp_seconds", "When each periodic step last succeeded.",
+                     ["step"], [(step, found[metrics.STEP_SUCCESS_KEY.format(step)].timestamp())
+                                for step in metrics.PERIODIC_STEPS if metrics.STEP_SUCCESS_KEY.format(step) in found])
+        yield _gauge("kece_build_info", "The server's version and commit.", ["version", "commit"], [(*_BUILD, 1)])
+
+
+def scrape() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FilesCollector())
+    registry.register(SnapshotCollector())
+    return generate_latest(registry)
+
+
+def authorized(header: bytes) -> bool:
+    token = settings.KECE_METRICS_TOKEN
+    if not token:
+        return True
+    return hmac.compare_digest(header, b"Bearer " + token.encode())
+
+
+async def _answer(send, status: int, body: bytes, content_type: bytes, extra=()):
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def asgi_metrics(scope, receive, send):
+    header = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+    if scope.get("method") not in ("GET", "HEAD"):
+        await _answer(send, 405, b"GET only\n", b"text/plain", [(b"allow", b"GET, HEAD")])
+    elif not authorized(header):
+        await _answer(send, 401, b"a bearer token is required\n", b"text/plain",
+                      [(b"www-authenticate", b'Bearer realm="metrics"')])
+    else:
+        body = await lanes.ADMIN.run(scrape)
+        await _answer(send, 200, b"" if scope["method"] == "HEAD" else body, CONTENT_TYPE_LATEST.encode())
