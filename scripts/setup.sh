@@ -10,8 +10,12 @@ need_apt=()
 # the translation catalogue's completeness test; nginx: the Compose proxy's configuration run
 # for real in front of a live server (tests/deploy/test_proxy_live.py); faketime: a server
 # whose clock is minutes off the database's (tests/judging/test_clock.py); systemd:
-# systemd-analyze, which verifies the judge hosts' agent unit (tests/deploy/test_systemd.py).
-for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx systemd; do
+# systemd-analyze, which verifies the judge hosts' agent unit (tests/deploy/test_systemd.py);
+# mariadb-server-core and mariadb-client-core: mariadbd and mariadb-install-db (which runs
+# my_print_defaults) without a service, for a MariaDB server of a test's own that it really
+# stops (tests/test_health.py).
+for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx systemd \
+    mariadb-server-core mariadb-client-core; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -2,12 +2,16 @@
 hung, unmigrated, and with Redis stopped."""
 
 import concurrent.futures
+import getpass
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+from pathlib import Path
 
+import MySQLdb
 import pytest
 import requests
 from django.db import connection
@@ -16,20 +20,19 @@ from kece import health
 from tests.concurrency import raw_connection, wait_until
 from tests.factories import UserFactory, make_node, make_problem
 from tests.judging.helpers import submit
-from tests.live import LiveServer, NodeClient, free_port
+from tests.live import ROOT, LiveServer, NodeClient, free_port
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def redis_of_our_own(settings):
-    """A Redis server this test starts, stops and is the only user of."""
+def start_redis(port: int) -> subprocess.Popen:
+    """A Redis server on `port` that the test starts, stops and is the only user of; it
+    answers when this returns."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is required")
     import redis
 
-    port = free_port()
     process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
                                 "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis(port=port, socket_connect_timeout=1)
@@ -41,6 +44,13 @@ def redis_of_our_own(settings):
             return False
 
     wait_until(answers, timeout=20, message="the test's Redis answers")
+    return process
+
+
+@pytest.fixture
+def redis_of_our_own(settings):
+    port = free_port()
+    process = start_redis(port)
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     health._redis = None
     yield process
@@ -149,3 +159,197 @@ def test_on_sigterm_the_server_says_draining_serves_its_long_poll_then_exits(tmp
         assert answer.status_code == 200
         assert [job["submissionId"] for job in answer.json()["jobs"]] == [submission.pk]
         assert server.process.wait(timeout=60) is not None
+
+
+# --- a live server on a MariaDB of its own, really stopped -----------------------------------
+
+def _mariadb_program(name: str) -> str:
+    # Debian puts mariadbd in /usr/sbin, which is not on every user's PATH.
+    found = shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin")
+    if found is None:
+        pytest.fail(f"{name} is required (Debian: mariadb-server-core)")
+    return found
+
+
+class MariaDBOfOurOwn:
+    """A MariaDB server on a data directory and a port of its own, which the test kills,
+    shuts down, pauses and starts again; never the machine's own server."""
+
+    # Small: the data directory is made for a few tables and removed at the end.
+    SIZES = ("--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M")
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.datadir = root / "data"
+        self.port = free_port()
+        self.user = getpass.getuser()  # mariadbd refuses to run as root unless told to
+        self.process = None
+
+    def install(self) -> None:
+        subprocess.run([_mariadb_program("mariadb-install-db"), "--no-defaults", f"--datadir={self.datadir}",
+                        f"--user={self.user}", "--auth-root-authentication-method=normal", "--skip-test-db",
+                        *self.SIZES], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120)
+
+    def start(self) -> None:
+        """Start on the same data directory and port; return once it answers."""
+        self.process = subprocess.Popen(
+            [_mariadb_program("mariadbd"), "--no-defaults", f"--user={self.user}", f"--datadir={self.datadir}",
+             f"--socket={self.root / 'mariadb.sock'}", f"--pid-file={self.root / 'mariadb.pid'}",
+             f"--port={self.port}", "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-log-bin",
+             f"--log-error={self.root / 'mariadb.log'}", *self.SIZES],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self.answers, timeout=60, message="the test's MariaDB answers")
+
+    def answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"mariadbd exited with {self.process.returncode}; see {self.root / 'mariadb.log'}")
+        try:
+            MySQLdb.connect(host="127.0.0.1", port=self.port, user="root", connect_timeout=1).close()
+            return True
+        except MySQLdb.OperationalError:
+            return False
+
+    def create_database(self, name: str) -> str:
+        admin = MySQLdb.connect(host="127.0.0.1", port=self.port, user="root")
+        try:
+            admin.cursor().execute(f"CREATE DATABASE `{name}`")
+        finally:
+            admin.close()
+        return f"mysql://root:@127.0.0.1:{self.port}/{name}"
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def shut_down(self) -> None:
+        self.process.terminate()  # mariadbd's clean shutdown
+        self.process.wait(timeout=60)
+
+    def pause(self) -> None:
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def remove(self) -> None:
+        if self.running():
+            self.resume()
+            self.kill()
+        shutil.rmtree(self.datadir, ignore_errors=True)
+
+
+class OverHttp:
+    """A test client's `get` against a live server. Every request has a timeout: a probe
+    that does not answer in time fails the test rather than hanging it."""
+
+    def __init__(self, url: str, timeout: float = 5.0):
+        self.url, self.timeout = url, timeout
+
+    def get(self, path: str) -> requests.Response:
+        return requests.get(self.url + path, timeout=self.timeout)
+
+
+class OwnStack:
+    """A live server's own MariaDB and Redis, and the server seen over HTTP."""
+
+    def __init__(self, mariadb: MariaDBOfOurOwn):
+        self.mariadb, self.redis_port, self.redis, self.http = mariadb, free_port(), None, None
+
+    def start_redis(self):
+        self.redis = start_redis(self.redis_port)
+
+    def kill_redis(self):
+        if self.redis is not None:
+            self.redis.kill()
+            self.redis.wait()
+
+    def until_ready(self) -> dict:
+        """The verbose body once `/readyz` answers 200 `ok`: the server got over whatever was
+        stopped by itself, once it is back."""
+        answers = []
+
+        def ready():
+            answers.append(readyz(self.http))
+            return answers[-1][0] == 200 and answers[-1][1]["status"] == "ok"
+
+        try:
+            wait_until(ready, timeout=30, message="/readyz is 200 ok again")
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}; its last answer: {answers[-1]}") from None
+        return answers[-1][1]
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory):
+    """A live server whose MariaDB (migrated here) and Redis are its own, for the module; each
+    test finds them running and leaves them so, even when it fails."""
+    root = tmp_path_factory.mktemp("readyz-mariadb")
+    stack = OwnStack(MariaDBOfOurOwn(root))
+    try:
+        stack.mariadb.install()
+        stack.mariadb.start()
+        stack.start_redis()
+        server = LiveServer.for_database(stack.mariadb.create_database("kece"), log_path=root / "server.log",
+                                         env={"REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}/0"})
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=server.env,
+                       check=True, timeout=300)
+        with server:
+            stack.http = OverHttp(server.url)
+            yield stack
+    finally:
+        stack.mariadb.remove()
+        stack.kill_redis()
+
+
+@pytest.fixture
+def stack(own_stack):
+    yield own_stack
+    if own_stack.mariadb.running():
+        own_stack.mariadb.resume()  # harmless when it was not paused
+    else:
+        own_stack.mariadb.start()
+    if own_stack.redis.poll() is not None:
+        own_stack.start_redis()
+
+
+@pytest.mark.parametrize("stop", ["kill", "shut_down"])
+def test_with_its_mariadb_really_stopped_a_server_is_not_ready_until_it_is_back(stack, stop):
+    """mariadbd killed (SIGKILL) or shut down (SIGTERM): `/readyz` says 503 naming the
+    database, promptly; once mariadbd is started again on the same data and port the
+    process is ready again by itself."""
+    assert statuses(stack.until_ready()) == {"database": "ok", "migrations": "ok", "redis": "ok"}
+    getattr(stack.mariadb, stop)()
+    status, body = readyz(stack.http)
+    assert (status, body["status"], body["failed"]) == (503, "unavailable", ["database"]), body
+    assert stack.http.get("/livez").status_code == 200
+    stack.mariadb.start()
+    assert statuses(stack.until_ready()) == {"database": "ok", "migrations": "ok", "redis": "ok"}
+
+
+def test_with_its_mariadb_paused_a_server_answers_not_ready_instead_of_hanging(stack):
+    """mariadbd stopped with SIGSTOP, as a stalled database host: the kernel still accepts
+    connections, nothing answers on them. Each probe answers 503 within the client's
+    timeout, and after SIGCONT the process is ready again."""
+    stack.until_ready()
+    stack.mariadb.pause()
+    for _ in range(3):
+        status, body = readyz(stack.http)
+        assert (status, body["failed"]) == (503, ["database"]), body
+    stack.mariadb.resume()
+    stack.until_ready()
+
+
+def test_with_its_mariadb_and_redis_really_stopped_a_server_is_not_ready_and_names_both(stack):
+    stack.until_ready()
+    stack.kill_redis()
+    status, body = readyz(stack.http)
+    assert (status, body["status"], body["failed"]) == (200, "degraded", ["redis"]), body
+    stack.mariadb.kill()
+    status, body = readyz(stack.http)
+    assert (status, body["status"], body["failed"]) == (503, "unavailable", ["database", "redis"]), body
+    stack.mariadb.start()
+    stack.start_redis()
+    stack.until_ready()
