@@ -66,6 +66,17 @@ def _lock_order_checked(settings):
     settings.KECE_LOCK_ORDER_CHECK = True
 
 
+@pytest.fixture(autouse=True)
+def _language_of_its_own():
+    # The test client runs LocaleMiddleware in the test's own thread, and Django leaves the
+    # language it activated there: a page asked for in Chinese would make the next test's
+    # messages Chinese. A server activates each request's language afresh.
+    yield
+    from django.utils import translation
+
+    translation.deactivate()
+
+
 @pytest.fixture
 def student(db):
     return UserFactory(username="student")
