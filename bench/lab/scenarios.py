@@ -1,0 +1,349 @@
+"""The lab's scenarios, each a function that prints its own figures and ends with a drain and
+the history checker (bench/lab/history.py). `python -m bench.lab --help` lists them."""
+
+import argparse
+import json
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from bench.lab import net
+from bench.lab.history import Figures, check, read, settlements
+from bench.lab.lab import LEASE_S, Lab, LabError, address, clean, new_key
+
+SUBMIT = "/api/v1/submissions"
+
+
+@dataclass
+class Outcome:
+    name: str
+    figures: Figures
+    notes: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.figures.ok and not self.notes.get("failed")
+
+
+class Users:
+    """Students submitting through the public listener of `lb`, each attempt on record; a
+    submission whose attempt got no answer or a 5xx is sent again with its Idempotency-Key."""
+
+    def __init__(self, lab: Lab, count: int = 8):
+        from django.db import connection
+        from rest_framework.authtoken.models import Token
+
+        from tests.factories import UserFactory
+
+        try:
+            self.tokens = [Token.objects.create(user=user).key for user in UserFactory.create_batch(count)]
+        finally:
+            connection.close()
+        self.lab = lab
+        self.url = f"https://{address('lb')}"
+        self.out = open(lab.tmp / "history" / f"users-{new_key()[:8]}.jsonl", "a", buffering=1)
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.errors = 0
+
+    def record(self, **op) -> None:
+        with self.lock:
+            self.out.write(json.dumps({"t": time.time(), "kind": "submit", **op}) + "\n")
+
+    def submit(self, n: int, retries: int = 20) -> int | None:
+        import requests
+
+        session = getattr(self.local, "session", None)
+        if session is None:
+            session = self.local.session = requests.Session()
+        key, token = new_key(), self.tokens[n % len(self.tokens)]
+        body = {"problemId": self.lab.problem.pk, "language": "python", "code": f"print(1)  # {key}\n"}
+        for _ in range(retries):
+            try:
+                answer = session.post(self.url + SUBMIT, json=body, timeout=20, verify=False,
+                                      headers={"Authorization": f"Token {token}", "Idempotency-Key": key})
+            except requests.RequestException as error:
+                self.record(key=key, status=None, error=type(error).__name__)
+                self.errors += 1
+                time.sleep(0.5)
+                continue
+            data = answer.json() if answer.headers.get("Content-Type", "").startswith("application/json") else {}
+            self.record(key=key, status=answer.status_code, submission=data.get("submissionId"))
+            if answer.status_code in (200, 202):
+                return data["submissionId"]
+            self.errors += 1
+            if answer.status_code < 500 and answer.status_code != 429:
+                return None
+            time.sleep(float(answer.headers.get("Retry-After", 0.5)))
+        return None
+
+    def burst(self, count: int, clients: int = 8, on_accepted=None) -> list[int]:
+        accepted = []
+
+        def one(n):
+            submission = self.submit(n)
+            if submission is not None:
+                accepted.append(submission)
+                if on_accepted:
+                    on_accepted(len(accepted))
+
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(one, range(count)))
+        return accepted
+
+
+def last_submission_id() -> int:
+    from django.db import connection
+
+    from judging.models import Submission
+
+    try:
+        return Submission.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    finally:
+        connection.close()
+
+
+def drain(submission_ids, timeout: float) -> float:
+    """Wait until every one of the submissions has its verdict; returns when the last came."""
+    from django.db import connection
+    from django.db.models import Max
+
+    from judging.models import Submission
+
+    end = time.monotonic() + timeout
+    try:
+        while time.monotonic() < end:
+            rows = Submission.objects.filter(pk__in=submission_ids)
+            if rows.filter(verdict__isnull=True).count() == 0:
+                return rows.aggregate(last=Max("judged_at"))["last"].timestamp()
+            time.sleep(0.5)
+        return float("nan")
+    finally:
+        connection.close()
+
+
+def retire(node_ids) -> None:
+    from bench.dispatch import retire_nodes
+
+    retire_nodes(node_ids)
+
+
+def wait_for(predicate, what: str, timeout: float):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise LabError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def ops_of(lab: Lab, agent: str, kind: str, job=None) -> list[dict]:
+    return [op for op in lab.agent_ops(agent) if op["kind"] == kind and (job is None or op.get("job") == job)]
+
+
+def finish(lab: Lab, name: str, since: int, notes: dict, timeout: float = 90) -> Outcome:
+    """Drain the scenario's submissions, stop its agents, and check its history."""
+    from django.db import connection
+
+    from judging.models import Submission
+
+    try:
+        ids = list(Submission.objects.filter(pk__gt=since).values_list("pk", flat=True))
+    finally:
+        connection.close()
+    drained = drain(ids, timeout)
+    node_ids = [agent["node"] for agent in lab.agents.values()]
+    retire(node_ids)
+    lab.stop_agents()
+    history = read(lab.history_files())
+    try:
+        history += settlements(ids)
+    finally:
+        connection.close()
+    for path in lab.history_files():  # the next scenario's history starts empty
+        path.rename(path.with_name(f"{name}-{path.name}.done"))
+    figures = check(history)
+    print(f"  [{name}] history: {figures.line()} -> {'OK' if figures.ok else 'FAILED'}")
+    if drained != drained:  # NaN: not drained in time
+        print(f"  [{name}] not drained within {timeout:.0f} s")
+    for problem in figures.problems[:10]:
+        print(f"    {problem}")
+    return Outcome(name, figures, notes)
+
+
+# --- (a) and (b): an agent host cut off, an agent paused ------------------------------------
+
+def _silenced(lab: Lab, name: str, silence, speak, short_s: float, long_s: float) -> Outcome:
+    since = last_submission_id()
+    users = Users(lab, 2)
+    [holder_node], [standby_node] = lab.nodes(1, 1), lab.nodes(1, 1)
+    holder = lab.start_agent("a1", holder_node, slots=1, judge_s=LEASE_S)
+    notes = {}
+    for case, seconds in (("short", short_s), ("long", long_s)):
+        users.submit(0)
+        claim = wait_for(lambda: [op for op in ops_of(lab, holder, "claim") if op["epoch"] == 1
+                                  and op["job"] not in notes.values()], "the holder's claim", 30)[-1]
+        job = claim["job"]
+        notes[f"{case} job"] = job
+        if case == "long":  # the standby node waits for work only now: the first claim was the holder's
+            standby = lab.start_agent("a2", standby_node, slots=1, judge_s=0.2)
+        silenced_at = time.time()
+        silence()
+        time.sleep(seconds)
+        speak()
+        late = wait_for(lambda: ops_of(lab, holder, "result", job), f"the holder's result for job {job}",
+                        LEASE_S * 4)[-1]
+        notes[f"{case}: silent s"] = seconds
+        notes[f"{case}: holder's result"] = late.get("status") or late.get("error")
+        if case == "long":
+            taken = ops_of(lab, standby, "claim", job)
+            notes["long: taken by the standby after s"] = round(taken[0]["t"] - silenced_at, 1) if taken else None
+            notes["failed"] = not taken or late.get("error") != "lease_lost"
+        elif late.get("status") != "settled":
+            notes["failed"] = True
+    outcome = finish(lab, name, since, notes)
+    print(f"  [{name}] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    return outcome
+
+
+def scenario_a(lab: Lab, quick: bool) -> Outcome:
+    """An agent host cut off (link down) for less than the lease, then for more."""
+    print(f"(a) agent host cut off: {LEASE_S // 2} s, then {LEASE_S * 2} s (lease {LEASE_S} s)")
+    return _silenced(lab, "a", lambda: net.cut("a1"), lambda: net.restore("a1"), LEASE_S / 2, LEASE_S * 2)
+
+
+def scenario_b(lab: Lab, quick: bool) -> Outcome:
+    """An agent paused (SIGSTOP) for less than the lease, then for more, then resumed."""
+    print(f"(b) agent paused (SIGSTOP): {LEASE_S // 2} s, then {LEASE_S * 2} s (lease {LEASE_S} s)")
+    def pid():
+        name = next(n for n, a in lab.agents.items() if a["host"] == "a1")
+        return lab.procs[name].pid
+
+    return _silenced(lab, "b", lambda: os.killpg(pid(), signal.SIGSTOP), lambda: os.killpg(pid(), signal.SIGCONT),
+                     LEASE_S / 2, LEASE_S * 2)
+
+
+# --- (c) answers lost after the server committed --------------------------------------------
+
+def scenario_c(lab: Lab, quick: bool) -> Outcome:
+    """A claim's answer and a result's answer lost after the server committed (fault proxy)."""
+    print("(c) a claim answer and a result answer dropped after the commit (fault proxy on a3)")
+    since = last_submission_id()
+    users = Users(lab, 1)
+    [node] = lab.nodes(1, 1)
+    agent = lab.start_agent("a3", node, slots=1, judge_s=0.5, via_proxy=True)
+    lab.proxy_drop("a3", "jobs/claim")
+    lab.proxy_drop("a3", "/result")
+    submitted = time.time()
+    users.submit(0)
+    claim = wait_for(lambda: ops_of(lab, agent, "claim"), "the re-lease", LEASE_S * 4)[0]
+    result = wait_for(lambda: ops_of(lab, agent, "result"), "the result answer", 30)[0]
+    dropped = read([lab.tmp / "history" / "proxy-a3.jsonl"])
+    notes = {"answers dropped": [op["path"].rsplit("/", 1)[-1] for op in dropped],
+             "re-leased with epoch": claim["epoch"], "after s": round(claim["t"] - submitted, 1),
+             "result retry answered": result.get("status") or result.get("error")}
+    notes["failed"] = len(dropped) != 2 or claim["epoch"] != 2 or result.get("status") != "duplicate"
+    outcome = finish(lab, "c", since, notes)
+    print("  [c] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    return outcome
+
+
+# --- (d) a lossy, slow network on every agent link ------------------------------------------
+
+def _burst(lab: Lab, name: str, jobs: int, *, during=None) -> dict:
+    """`jobs` submissions from 8 clients while 4 agents × 4 slots judge (200 ms each)."""
+    users = Users(lab, 8)
+    nodes = lab.nodes(4, 4)
+    for host, node in zip(("a1", "a2", "a3", "a4"), nodes):
+        lab.start_agent(host, node, slots=4, judge_s=0.2)
+    time.sleep(1)
+    started = time.time()
+    accepted = users.burst(jobs, 8, on_accepted=during)
+    accepted_by = time.time()
+    last = drain(accepted, 180)
+    return {"started": started, "accepted": len(accepted), "accepting s": round(accepted_by - started, 2),
+            "makespan s": round(last - started, 2), "ideal s": round(jobs * 0.2 / 16, 2),
+            "user errors": users.errors}
+
+
+def scenario_d(lab: Lab, quick: bool) -> Outcome:
+    jobs = 100 if quick else 300
+    print(f"(d) {jobs}-submission burst, clean, then 5 % loss and 50±20 ms on every agent link")
+    since = last_submission_id()
+    clean_run = _burst(lab, "d-clean", jobs)
+    finish(lab, "d-clean", since, {})
+    since = last_submission_id()
+    for host in ("a1", "a2", "a3", "a4"):
+        net.netem(host, "delay 50ms 20ms distribution normal loss 5%")
+    try:
+        lossy = _burst(lab, "d", jobs)
+        outcome = finish(lab, "d", since, lossy)
+    finally:
+        for host in ("a1", "a2", "a3", "a4"):
+            net.clear_netem(host)
+    clean_ratio = clean_run["makespan s"] / clean_run["ideal s"]
+    lossy_ratio = lossy["makespan s"] / lossy["ideal s"]
+    print(f"  [d] makespan ÷ ideal: clean {clean_ratio:.2f} ({clean_run['makespan s']} s),"
+          f" lossy {lossy_ratio:.2f} ({lossy['makespan s']} s); ideal {lossy['ideal s']} s")
+    outcome.notes.update({"clean ratio": round(clean_ratio, 2), "lossy ratio": round(lossy_ratio, 2)})
+    return outcome
+
+
+# --- (e) a web host killed mid-burst --------------------------------------------------------
+
+def scenario_e(lab: Lab, quick: bool) -> Outcome:
+    jobs = 100 if quick else 300
+    print(f"(e) web1 SIGKILLed mid-burst ({jobs} submissions) behind lb")
+    since = last_submission_id()
+    killed = {}
+
+    def kill_web1(accepted: int):
+        if accepted >= jobs // 3 and not killed:
+            killed["at"] = time.time()
+            os.killpg(lab.procs["web1"].pid, signal.SIGKILL)
+
+    run = _burst(lab, "e", jobs, during=kill_web1)
+    outcome = finish(lab, "e", since, run)
+    print(f"  [e] web1 killed after {jobs // 3} accepted; users' non-202 answers or errors: {run['user errors']};"
+          f" accepted {run['accepted']}; makespan {run['makespan s']} s (ideal {run['ideal s']} s)")
+    lab.start_web("web1")  # back for the next scenario
+    lab.wait_http(f"http://{address('web1')}:8000/api/v1/system/judgers/summary", "web1")
+    return outcome
+
+
+SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e}
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["clean"]:
+        return clean()
+    parser = argparse.ArgumentParser(prog="python -m bench.lab", description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS),
+                        help=f"which to run ({' '.join(SCENARIOS)}; default all); `clean` tears a left lab down")
+    parser.add_argument("--quick", action="store_true", help="shorter bursts (the CI variant)")
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"no scenario {unknown}")
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    outcomes = []
+    try:
+        with Lab() as lab:
+            for key in args.scenarios:
+                started = time.monotonic()
+                outcome = SCENARIOS[key](lab, args.quick)
+                print(f"  [{key}] {time.monotonic() - started:.0f} s", flush=True)
+                outcomes.append(outcome)
+    except LabError as error:
+        print(f"lab: {error}")
+        return 2
+    print("lab summary:")
+    for outcome in outcomes:
+        print(f"  ({outcome.name}) {outcome.figures.line()} -> {'OK' if outcome.ok else 'FAILED'}")
+    return 0 if all(o.ok for o in outcomes) else 1
