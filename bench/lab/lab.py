@@ -99,6 +99,8 @@ class Lab:
         self.agents: dict[str, dict] = {}  # name -> {host, node, proc, history}
         self.problem = None
         self.env: dict = {}
+        self.netem = False  # whether this kernel has tc netem; else the relay and nft stand in
+        self.degraded: dict[str, tuple] = {}  # host -> (delay ms, jitter ms, loss %)
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -157,6 +159,7 @@ class Lab:
     def start(self) -> None:
         started = time.monotonic()
         net.build()
+        self.netem = net.netem_available()
         self.env = server_env(self.tmp)
         self._mariadb()
         self._redis()
@@ -280,6 +283,8 @@ class Lab:
         url = f"https://{address('lb')}:8443"
         if via_proxy:
             url = self.start_proxy(host)
+        elif host in self.degraded and not self.netem:
+            url = self.start_relay(host)
         self.spawn(name, host, [python(), "-m", "bench.lab.agent", "--url", url, "--secret", node.secret,
                                 "--session", str(node.session_epoch), "--node", str(node.pk), "--slots", str(slots),
                                 "--judge-s", str(judge_s), "--history", str(history)])
@@ -295,6 +300,30 @@ class Lab:
         self.wait(lambda: _port_open(address(host), 9000), f"proxy-{host}", 30)
         return f"http://{listen}"
 
+    def degrade(self, host: str, *, delay_ms: int, jitter_ms: int, loss: int) -> str:
+        """Delay with jitter and loss on the host's link, both ways: tc netem where the kernel
+        has it; else nft's random drops on the link and a delaying relay for the agent's
+        connections (`start_agent` points the agent at it). Says which."""
+        self.degraded[host] = (delay_ms, jitter_ms, loss)
+        if self.netem:
+            net.netem(host, f"delay {delay_ms}ms {jitter_ms}ms distribution normal loss {loss}%")
+            return "tc netem"
+        net.drop_randomly(host, loss)
+        return "nft random drops + a delaying TCP relay (no netem in this kernel)"
+
+    def heal(self, host: str) -> None:
+        self.degraded.pop(host, None)
+        net.clear_faults(host)
+
+    def start_relay(self, host: str) -> str:
+        delay_ms, jitter_ms, _loss = self.degraded[host]
+        listen = f"{address(host)}:9443"
+        self.spawn(f"relay-{host}", host, [python(), "-m", "bench.lab.relay", "--listen", listen, "--upstream",
+                                           f"{address('lb')}:8443", "--delay-ms", str(delay_ms),
+                                           "--jitter-ms", str(jitter_ms)])
+        self.wait(lambda: _port_open(address(host), 9443), f"relay-{host}", 30)
+        return f"https://{listen}"
+
     def proxy_drop(self, host: str, path: str, count: int = 1) -> None:
         import requests
 
@@ -306,7 +335,7 @@ class Lab:
             proc = self.procs.pop(name, None)
             if proc is not None:
                 stop(proc)
-        for name in [n for n in self.procs if n.startswith("proxy-")]:
+        for name in [n for n in self.procs if n.startswith(("proxy-", "relay-"))]:
             stop(self.procs.pop(name))
         self.agents.clear()
 

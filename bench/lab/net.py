@@ -108,6 +108,19 @@ def restore(host: str) -> None:
     run("ip", "-n", BRIDGE_NS, "link", "set", host, "up")
 
 
+def netem_available() -> bool:
+    """Whether this kernel has `tc netem` (some VM kernels are built without it)."""
+    probe = run("ip", "-n", BRIDGE_NS, "link", "add", "netem-probe", "type", "veth", "peer", "name", "netem-peer",
+                check=False)
+    if probe.returncode:
+        return False
+    try:
+        return run("tc", "-n", BRIDGE_NS, "qdisc", "add", "dev", "netem-probe", "root", "netem", "delay", "1ms",
+                   check=False).returncode == 0
+    finally:
+        run("ip", "-n", BRIDGE_NS, "link", "del", "netem-probe", check=False)
+
+
 def netem(host: str, spec: str, direction: str = "both") -> None:
     """`tc netem` on the host's link: `spec` such as "delay 50ms 20ms loss 5%". Outbound is
     the host's eth0, inbound the bridge's end of the pair."""
@@ -116,9 +129,23 @@ def netem(host: str, spec: str, direction: str = "both") -> None:
         run("tc", flag, namespace, "qdisc", "replace", "dev", dev, "root", "netem", *spec.split())
 
 
-def clear_netem(host: str) -> None:
+def drop_randomly(host: str, percent: int, direction: str = "both") -> None:
+    """Packet loss without netem: nft drops `percent` % of the host's packets at random, on
+    its way out (output), in (input) or both."""
+    hooks = {"out": ["output"], "in": ["input"], "both": ["output", "input"]}[direction]
+    device = {"output": "oifname", "input": "iifname"}  # the link only, not the host's loopback
+    chains = "".join(f"  chain {hook} {{ type filter hook {hook} priority 0; policy accept;"
+                     f" {device[hook]} \"eth0\" numgen random mod 100 < {percent} drop; }}\n" for hook in hooks)
+    done = subprocess.run(["ip", "netns", "exec", ns(host), "nft", "-f", "-"], text=True, capture_output=True,
+                          input=f"table inet kece_lab {{\n{chains}}}\n")
+    if done.returncode:
+        raise LabError(f"nft on {host}: {done.stderr.strip()}")
+
+
+def clear_faults(host: str) -> None:
     run("tc", "-n", ns(host), "qdisc", "del", "dev", "eth0", "root", check=False)
     run("tc", "-n", BRIDGE_NS, "qdisc", "del", "dev", host, "root", check=False)
+    run("ip", "netns", "exec", ns(host), "nft", "delete", "table", "inet", "kece_lab", check=False)
 
 
 def enter(host: str) -> None:

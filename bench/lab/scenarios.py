@@ -270,26 +270,34 @@ def _burst(lab: Lab, name: str, jobs: int, *, during=None) -> dict:
             "user errors": users.errors}
 
 
+def _figures(run: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in run.items() if k != "started")
+
+
 def scenario_d(lab: Lab, quick: bool) -> Outcome:
     jobs = 100 if quick else 300
     print(f"(d) {jobs}-submission burst, clean, then 5 % loss and 50±20 ms on every agent link")
     since = last_submission_id()
     clean_run = _burst(lab, "d-clean", jobs)
-    finish(lab, "d-clean", since, {})
+    print(f"  [d-clean] {_figures(clean_run)}")
+    clean_outcome = finish(lab, "d-clean", since, clean_run)
     since = last_submission_id()
     for host in ("a1", "a2", "a3", "a4"):
-        net.netem(host, "delay 50ms 20ms distribution normal loss 5%")
+        how = lab.degrade(host, delay_ms=50, jitter_ms=20, loss=5)
+    print(f"  [d] the agents' links degraded by {how}")
     try:
         lossy = _burst(lab, "d", jobs)
         outcome = finish(lab, "d", since, lossy)
     finally:
         for host in ("a1", "a2", "a3", "a4"):
-            net.clear_netem(host)
+            lab.heal(host)
     clean_ratio = clean_run["makespan s"] / clean_run["ideal s"]
     lossy_ratio = lossy["makespan s"] / lossy["ideal s"]
     print(f"  [d] makespan ÷ ideal: clean {clean_ratio:.2f} ({clean_run['makespan s']} s),"
           f" lossy {lossy_ratio:.2f} ({lossy['makespan s']} s); ideal {lossy['ideal s']} s")
+    print(f"  [d] {_figures(lossy)}")
     outcome.notes.update({"clean ratio": round(clean_ratio, 2), "lossy ratio": round(lossy_ratio, 2)})
+    outcome.notes["failed"] = not clean_outcome.ok
     return outcome
 
 
