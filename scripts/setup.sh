@@ -9,8 +9,10 @@ need_apt=()
 # chromium and the CJK fonts: the browser tests of the pages (English and Chinese); gettext:
 # the translation catalogue's completeness test; nginx: the Compose proxy's configuration run
 # for real in front of a live server (tests/deploy/test_proxy_live.py); faketime: a server
-# whose clock is minutes off the database's (tests/judging/test_clock.py).
-for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx; do
+# whose clock is minutes off the database's (tests/judging/test_clock.py); iproute2, nftables,
+# redis-sentinel, mariadb-server, openssl: the host lab (bench/lab/, tests/lab/test_lab.py).
+for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx \
+    iproute2 nftables redis-server redis-sentinel mariadb-server openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

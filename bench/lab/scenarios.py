@@ -182,12 +182,13 @@ def _silenced(lab: Lab, name: str, silence, speak, short_s: float, long_s: float
     users = Users(lab, 2)
     [holder_node], [standby_node] = lab.nodes(1, 1), lab.nodes(1, 1)
     holder = lab.start_agent("a1", holder_node, slots=1, judge_s=LEASE_S)
-    notes = {}
+    notes, seen = {}, set()
     for case, seconds in (("short", short_s), ("long", long_s)):
         users.submit(0)
         claim = wait_for(lambda: [op for op in ops_of(lab, holder, "claim") if op["epoch"] == 1
-                                  and op["job"] not in notes.values()], "the holder's claim", 30)[-1]
+                                  and op["job"] not in seen], "the holder's claim", 30)[-1]
         job = claim["job"]
+        seen.add(job)
         notes[f"{case} job"] = job
         if case == "long":  # the standby node waits for work only now: the first claim was the holder's
             standby = lab.start_agent("a2", standby_node, slots=1, judge_s=0.2)
