@@ -20,8 +20,10 @@ that was never submitted; and what the server told the agents agrees with what t
   unexpected  a settlement nobody submitted (beyond the attempts left without an answer,
               which may or may not have been committed), a result confirmed (`settled`,
               `duplicate`) for a lease that is not the one that took effect, a result
-              refused (`lease_lost`, `superseded`) for the very lease that took effect, or a
-              settled result from a lease no agent was given
+              refused (`lease_lost`, `superseded`) for the very lease that took effect, a
+              settled result from a lease no agent was given, or a result settled under a
+              lease after a later lease of the same job was granted (a job is leased again
+              only once its lease has ended, so its old holder's result must not count)
 """
 
 import json
@@ -58,6 +60,9 @@ def check(history: list[dict]) -> Figures:
     settlements = [op for op in history if op["kind"] == "settlement"]
     results = [op for op in history if op["kind"] == "result"]
     claims = {(op["node"], op["job"], op["epoch"]) for op in history if op["kind"] == "claim"}
+    newest_lease: dict[int, int] = defaultdict(int)
+    for _node, job, epoch in claims:
+        newest_lease[job] = max(newest_lease[job], epoch)
 
     accepted_ids: dict[str, set] = defaultdict(set)
     answered = set()
@@ -90,6 +95,10 @@ def check(history: list[dict]) -> Figures:
                 figures.unexpected += 1
                 figures.problems.append(f"unexpected: job {op['job']} settled by node {op['node']} under lease"
                                         f" {op['epoch']}, which no agent was given")
+            if newest_lease[op["job"]] > op["epoch"]:
+                figures.unexpected += 1
+                figures.problems.append(f"unexpected: job {op['job']} settled by node {op['node']} under lease"
+                                        f" {op['epoch']} after lease {newest_lease[op['job']]} was granted")
         if op.get("status") in CONFIRMED and took_effect != lease:
             figures.unexpected += 1
             figures.problems.append(f"unexpected: job {op['job']}: node {op['node']}'s result under lease"

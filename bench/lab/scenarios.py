@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,9 @@ class Users:
                 time.sleep(0.5)
                 continue
             data = answer.json() if answer.headers.get("Content-Type", "").startswith("application/json") else {}
-            self.record(key=key, status=answer.status_code, submission=data.get("submissionId"))
+            self.record(key=key, status=answer.status_code, submission=data.get("submissionId"),
+                        retry_after=answer.headers.get("Retry-After"), error=data.get("error"),
+                        seconds=round(answer.elapsed.total_seconds(), 3))
             if answer.status_code in (200, 202):
                 return data["submissionId"]
             self.errors += 1
@@ -79,6 +82,24 @@ class Users:
                 return None
             time.sleep(float(answer.headers.get("Retry-After", 0.5)))
         return None
+
+    def stream(self, seconds: float, clients: int = 2, pause_s: float = 0.2) -> list[int]:
+        """Submissions from `clients` students, one after another, for `seconds`."""
+        accepted, end = [], time.monotonic() + seconds
+
+        def client(n):
+            while time.monotonic() < end:
+                submission = self.submit(n)
+                if submission is not None:
+                    accepted.append(submission)
+                time.sleep(pause_s)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return accepted
 
     def burst(self, count: int, clients: int = 8, on_accepted=None) -> list[int]:
         accepted = []
@@ -131,14 +152,20 @@ def retire(node_ids) -> None:
     retire_nodes(node_ids)
 
 
-def wait_for(predicate, what: str, timeout: float):
+def wait_for(predicate, what: str, timeout: float, notes: dict | None = None):
+    """The predicate's first true value. On timeout: with `notes`, the scenario is marked failed
+    and goes on to its drain and check (a protection removed shows there); else an error."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
-    raise LabError(f"timed out after {timeout:.0f} s waiting for {what}")
+    if notes is None:
+        raise LabError(f"timed out after {timeout:.0f} s waiting for {what}")
+    notes.setdefault("timed out waiting for", []).append(what)
+    notes["failed"] = True
+    return None
 
 
 def ops_of(lab: Lab, agent: str, kind: str, job=None) -> list[dict]:
@@ -178,33 +205,37 @@ def finish(lab: Lab, name: str, since: int, notes: dict, timeout: float = 90) ->
 # --- (a) and (b): an agent host cut off, an agent paused ------------------------------------
 
 def _silenced(lab: Lab, name: str, silence, speak, short_s: float, long_s: float) -> Outcome:
+    """The holder judges for a lease's time and is silenced meanwhile: briefly (its renewals
+    resume, it settles), then past its lease (the standby takes the job while the holder's
+    result is still to come, and still judges when that late result arrives: refused)."""
     since = last_submission_id()
     users = Users(lab, 2)
     [holder_node], [standby_node] = lab.nodes(1, 1), lab.nodes(1, 1)
     holder = lab.start_agent("a1", holder_node, slots=1, judge_s=LEASE_S)
-    notes, seen = {}, set()
+    notes, seen, standby = {}, set(), None
     for case, seconds in (("short", short_s), ("long", long_s)):
         users.submit(0)
         claim = wait_for(lambda: [op for op in ops_of(lab, holder, "claim") if op["epoch"] == 1
                                   and op["job"] not in seen], "the holder's claim", 30)[-1]
         job = claim["job"]
         seen.add(job)
-        notes[f"{case} job"] = job
         if case == "long":  # the standby node waits for work only now: the first claim was the holder's
-            standby = lab.start_agent("a2", standby_node, slots=1, judge_s=0.2)
+            standby = lab.start_agent("a2", standby_node, slots=1, judge_s=LEASE_S * 1.5)
         silenced_at = time.time()
         silence()
         time.sleep(seconds)
         speak()
         late = wait_for(lambda: ops_of(lab, holder, "result", job), f"the holder's result for job {job}",
-                        LEASE_S * 4)[-1]
+                        LEASE_S * 4, notes)
+        answer = (late[-1].get("status") or late[-1].get("error")) if late else "none"
         notes[f"{case}: silent s"] = seconds
-        notes[f"{case}: holder's result"] = late.get("status") or late.get("error")
+        notes[f"{case}: holder's result"] = answer
         if case == "long":
             taken = ops_of(lab, standby, "claim", job)
             notes["long: taken by the standby after s"] = round(taken[0]["t"] - silenced_at, 1) if taken else None
-            notes["failed"] = not taken or late.get("error") != "lease_lost"
-        elif late.get("status") != "settled":
+            if not taken or answer != "lease_lost":
+                notes["failed"] = True
+        elif answer != "settled":
             notes["failed"] = True
     outcome = finish(lab, name, since, notes)
     print(f"  [{name}] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
@@ -241,13 +272,16 @@ def scenario_c(lab: Lab, quick: bool) -> Outcome:
     lab.proxy_drop("a3", "/result")
     submitted = time.time()
     users.submit(0)
-    claim = wait_for(lambda: ops_of(lab, agent, "claim"), "the re-lease", LEASE_S * 4)[0]
-    result = wait_for(lambda: ops_of(lab, agent, "result"), "the result answer", 30)[0]
+    notes = {}
+    claim = (wait_for(lambda: ops_of(lab, agent, "claim"), "the re-lease", LEASE_S * 4, notes) or [{}])[0]
+    result = (wait_for(lambda: ops_of(lab, agent, "result"), "the result answer", 30, notes) or [{}])[0]
     dropped = read([lab.tmp / "history" / "proxy-a3.jsonl"])
-    notes = {"answers dropped": [op["path"].rsplit("/", 1)[-1] for op in dropped],
-             "re-leased with epoch": claim["epoch"], "after s": round(claim["t"] - submitted, 1),
-             "result retry answered": result.get("status") or result.get("error")}
-    notes["failed"] = len(dropped) != 2 or claim["epoch"] != 2 or result.get("status") != "duplicate"
+    notes.update({"answers dropped": [op["path"].rsplit("/", 1)[-1] for op in dropped],
+                  "re-leased with epoch": claim.get("epoch"),
+                  "after s": round(claim["t"] - submitted, 1) if claim else None,
+                  "result retry answered": result.get("status") or result.get("error")})
+    if len(dropped) != 2 or claim.get("epoch") != 2 or result.get("status") != "duplicate":
+        notes["failed"] = True
     outcome = finish(lab, "c", since, notes)
     print("  [c] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
     return outcome
@@ -324,7 +358,122 @@ def scenario_e(lab: Lab, quick: bool) -> Outcome:
     return outcome
 
 
-SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e}
+# --- (g) the database host cut off ---------------------------------------------------------
+
+def reconcile_findings() -> dict:
+    """The design's gates checked against the tables (`manage.py reconcile`): what is found."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from judging.services.reconcile import reconcile_check
+
+    try:
+        return {name: found["count"] for name, found in reconcile_check(now=timezone.now()).items() if found["count"]}
+    finally:
+        connection.close()
+
+
+def scenario_g(lab: Lab, quick: bool) -> Outcome:
+    cut_s = 10
+    print(f"(g) the db host (MariaDB and the Redis primary) cut off for {cut_s} s during a stream of submissions")
+    since = last_submission_id()
+    users = Users(lab, 2)
+    nodes = lab.nodes(2, 2)
+    agents = [lab.start_agent(host, node, slots=2, judge_s=0.3) for host, node in zip(("a1", "a2"), nodes)]
+    marks = {}
+
+    def cut_db():
+        time.sleep(6)
+        marks["cut"] = time.time()
+        net.cut("db")
+        time.sleep(cut_s)
+        net.restore("db")
+        marks["restored"] = time.time()
+
+    fault = threading.Thread(target=cut_db)
+    fault.start()
+    users.stream(6 + cut_s + 8)
+    fault.join()
+    during = [op for op in read(lab.history_files()) if op["kind"] == "submit"
+              and marks["cut"] <= op["t"] <= marks["restored"] + 1]
+    statuses: dict = {}
+    for op in during:
+        label = f"{op['status']}" + (" with Retry-After" if op.get("retry_after") else "") if op["status"] else             f"no answer ({op.get('error')})"
+        statuses[label] = statuses.get(label, 0) + 1
+    settled_after = [op["t"] for name in agents for op in lab.agent_ops(name)
+                     if op["kind"] == "result" and op.get("status") == "settled" and op["t"] > marks["restored"]]
+    notes = {"answers during the cut": statuses,
+             "slowest answer s": max((op.get("seconds") or 0 for op in during), default=None),
+             "first settlement after the restore s":
+                 round(min(settled_after) - marks["restored"], 1) if settled_after else None}
+    outcome = finish(lab, "g", since, notes)
+    findings = reconcile_findings()
+    notes["reconcile findings (half-written rows)"] = findings or "none"
+    notes["failed"] = bool(findings) or not settled_after or any(
+        label.startswith("5") and "Retry-After" not in label for label in statuses)
+    print("  [g] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    return outcome
+
+
+# --- (h) agents' clocks skewed, and a second beat with a skewed clock -----------------------
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def skewed(env: dict, offset: str) -> dict:
+    """The wall clock `offset` off (libfaketime), the monotonic clock left alone."""
+    return {**env, "LD_PRELOAD": FAKETIME, "FAKETIME": offset, "DONT_FAKE_MONOTONIC": "1"}
+
+
+def scenario_h(lab: Lab, quick: bool) -> Outcome:
+    print("(h) agents' wall clocks 5 minutes ahead and behind; a second beat, 5 minutes ahead, started by mistake")
+    if not os.path.exists(FAKETIME):
+        raise LabError("faketime (Debian's package) is needed: scripts/setup.sh installs it")
+    since = last_submission_id()
+    users = Users(lab, 4)
+    ahead, behind, standby = lab.nodes(1, 1), lab.nodes(1, 2), lab.nodes(1, 2)
+    # The holder, 5 minutes ahead, judges longer than the lease: only its renewals keep it.
+    holder = lab.start_agent("a1", ahead[0], slots=1, judge_s=LEASE_S * 1.5, env=skewed(lab.env, "+5m"))
+    users.submit(0)
+    held = wait_for(lambda: ops_of(lab, holder, "claim"), "the holder's claim", 30)[0]
+    lab.spawn("beat-skewed", "web2", [sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat",
+                                      "--concurrency", "1", "--loglevel", "INFO",
+                                      "-s", str(lab.tmp / "beat-skewed")], env=skewed(lab.env, "+5m"))
+    lab.start_agent("a2", behind[0], slots=2, judge_s=0.2, env=skewed(lab.env, "-5m"))
+    lab.start_agent("a3", standby[0], slots=2, judge_s=0.2)
+    accepted = users.burst(20 if quick else 40, 4)
+    result = wait_for(lambda: ops_of(lab, holder, "result"), "the holder's result", LEASE_S * 4)[0]
+    # Then the holder is paused past its lease: the job moves on by the server's clock.
+    users.submit(1)
+    second = wait_for(lambda: [op for op in ops_of(lab, holder, "claim") if op["job"] != held["job"]],
+                      "the holder's second claim", 30)[0]
+    paused_at = time.time()
+    pid = lab.procs[next(n for n, a in lab.agents.items() if a["node"] == ahead[0].pk)].pid
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        taken = wait_for(lambda: [op for name in lab.agents for op in lab.agent_ops(name)
+                                  if op["kind"] == "claim" and op["job"] == second["job"] and op["epoch"] > 1],
+                         "the paused holder's job taken over", LEASE_S * 4)[0]
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    beat_log = lab.logs("beat-skewed")
+    stop_beat = lab.procs.pop("beat-skewed")
+    from bench.lab.lab import stop
+
+    stop(stop_beat)
+    notes = {"live lease under the skewed beat": f"{result.get('status') or result.get('error')} under epoch"
+                                                 f" {result['epoch']}",
+             "skewed beat stood back": "reaper paused" in beat_log,
+             "paused holder's job taken after s": round(taken["t"] - paused_at, 1),
+             "accepted during the skew": len(accepted)}
+    notes["failed"] = result.get("status") != "settled" or result["epoch"] != 1
+    outcome = finish(lab, "h", since, notes)
+    print("  [h] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    return outcome
+
+
+SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e,
+             "g": scenario_g, "h": scenario_h}
 
 
 def main(argv: list[str]) -> int:

@@ -106,3 +106,13 @@ def test_a_result_confirmed_for_a_lease_that_did_not_take_effect_is_unexpected()
 def test_a_settled_result_from_a_lease_no_agent_was_given_is_unexpected():
     history = [op for op in clean_history() if op != claim(8, 11, 2)]
     assert check(history).unexpected == 1
+
+
+def test_a_result_settled_under_a_lease_that_had_been_granted_again_is_unexpected():
+    """The silent node's late result taken while the job's next lease was live: one
+    settlement, but from the lease that had ended."""
+    history = [submit("k1", submission=1), claim(7, 11, 1), claim(8, 11, 2), result(7, 11, 1, status="settled"),
+               settlement(11, 1, 1, 7)]
+    figures = check(history)
+    assert (figures.lost, figures.duplicated, figures.unexpected) == (0, 0, 1)
+    assert "after lease 2 was granted" in figures.problems[0]
