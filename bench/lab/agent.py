@@ -31,14 +31,17 @@ class Agent:
 
     def record(self, kind: str, **fields) -> None:
         with self.lock:
-            self.out.write(json.dumps({"t": time.time(), "kind": kind, "node": self.args.node, **fields}) + "\n")
+            # t: this host's wall clock (skewed in some scenarios); mono: the machine's monotonic
+            # clock, which every lab process shares, for durations across hosts.
+            self.out.write(json.dumps({"t": time.time(), "mono": time.monotonic(), "kind": kind,
+                                       "node": self.args.node, **fields}) + "\n")
 
     def post(self, path: str, body: dict, timeout: float):
         return requests.post(self.url + PREFIX + path, json=body, headers=self.headers, timeout=timeout, verify=False)
 
     def claim_loop(self) -> None:
-        wait_ms = self.args.wait_ms
-        while True:
+        wait_ms, claimed = self.args.wait_ms, 0
+        while not self.args.jobs or claimed < self.args.jobs:
             self.free.acquire()
             free = 1
             while self.free.acquire(blocking=False):
@@ -49,6 +52,7 @@ class Agent:
             except (requests.RequestException, ValueError):
                 jobs = []
                 time.sleep(0.5)
+            claimed += len(jobs)
             for job in jobs:
                 self.record("claim", job=job["jobId"], epoch=job["leaseEpoch"])
                 with self.lock:
@@ -56,6 +60,7 @@ class Agent:
                 threading.Thread(target=self.judge, args=(job,), daemon=True).start()
             for _ in range(free - len(jobs)):
                 self.free.release()
+        threading.Event().wait()  # its jobs judged and renewed until it is stopped
 
     def judge(self, job: dict) -> None:
         time.sleep(self.args.judge_s)
@@ -112,6 +117,7 @@ def main():
     parser.add_argument("--judge-s", type=float, default=0.2)
     parser.add_argument("--renew-s", type=float, default=2.0)
     parser.add_argument("--wait-ms", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=0, help="claim no more than this many (0: no limit)")
     parser.add_argument("--history", required=True)
     agent = Agent(parser.parse_args())
     agent.record("started")

@@ -278,7 +278,7 @@ class Lab:
             connection.close()
 
     def start_agent(self, host: str, node, *, slots: int, judge_s: float, via_proxy: bool = False,
-                    env: dict | None = None) -> str:
+                    env: dict | None = None, jobs: int = 0) -> str:
         name = f"agent-{host}-{next(self._seq)}"
         history = self.tmp / "history" / f"{name}.jsonl"
         url = f"https://{address('lb')}:8443"
@@ -288,7 +288,7 @@ class Lab:
             url = self.start_relay(host)
         self.spawn(name, host, [python(), "-m", "bench.lab.agent", "--url", url, "--secret", node.secret,
                                 "--session", str(node.session_epoch), "--node", str(node.pk), "--slots", str(slots),
-                                "--judge-s", str(judge_s), "--history", str(history)], env=env)
+                                "--judge-s", str(judge_s), "--jobs", str(jobs), "--history", str(history)], env=env)
         self.agents[name] = {"host": host, "node": node.pk, "history": history}
         self.wait(lambda: history.exists() and history.stat().st_size > 0, name, 30)
         return name

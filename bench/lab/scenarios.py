@@ -63,18 +63,19 @@ class Users:
         key, token = new_key(), self.tokens[n % len(self.tokens)]
         body = {"problemId": self.lab.problem.pk, "language": "python", "code": f"print(1)  # {key}\n"}
         for _ in range(retries):
+            sent = time.time()
             try:
                 answer = session.post(self.url + SUBMIT, json=body, timeout=20, verify=False,
                                       headers={"Authorization": f"Token {token}", "Idempotency-Key": key})
             except requests.RequestException as error:
-                self.record(key=key, status=None, error=type(error).__name__)
+                self.record(key=key, status=None, error=type(error).__name__, sent=sent)
                 self.errors += 1
                 time.sleep(0.5)
                 continue
             data = answer.json() if answer.headers.get("Content-Type", "").startswith("application/json") else {}
             self.record(key=key, status=answer.status_code, submission=data.get("submissionId"),
                         retry_after=answer.headers.get("Retry-After"), error=data.get("error"),
-                        seconds=round(answer.elapsed.total_seconds(), 3))
+                        sent=sent, seconds=round(time.time() - sent, 3))
             if answer.status_code in (200, 202):
                 return data["submissionId"]
             self.errors += 1
@@ -395,7 +396,7 @@ def scenario_g(lab: Lab, quick: bool) -> Outcome:
     users.stream(6 + cut_s + 8)
     fault.join()
     during = [op for op in read(lab.history_files()) if op["kind"] == "submit"
-              and marks["cut"] <= op["t"] <= marks["restored"] + 1]
+              and marks["cut"] <= op["sent"] <= marks["restored"]]
     statuses: dict = {}
     for op in during:
         label = f"{op['status']}" + (" with Retry-After" if op.get("retry_after") else "") if op["status"] else             f"no answer ({op.get('error')})"
@@ -422,7 +423,9 @@ FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 def skewed(env: dict, offset: str) -> dict:
     """The wall clock `offset` off (libfaketime), the monotonic clock left alone."""
-    return {**env, "LD_PRELOAD": FAKETIME, "FAKETIME": offset, "DONT_FAKE_MONOTONIC": "1"}
+    shim = os.path.join(os.path.dirname(__file__), "skew")
+    return {**env, "LD_PRELOAD": FAKETIME, "FAKETIME": offset, "DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": f"{shim}:{env['PYTHONPATH']}"}
 
 
 def scenario_h(lab: Lab, quick: bool) -> Outcome:
@@ -431,42 +434,49 @@ def scenario_h(lab: Lab, quick: bool) -> Outcome:
         raise LabError("faketime (Debian's package) is needed: scripts/setup.sh installs it")
     since = last_submission_id()
     users = Users(lab, 4)
-    ahead, behind, standby = lab.nodes(1, 1), lab.nodes(1, 2), lab.nodes(1, 2)
-    # The holder, 5 minutes ahead, judges longer than the lease: only its renewals keep it.
-    holder = lab.start_agent("a1", ahead[0], slots=1, judge_s=LEASE_S * 1.5, env=skewed(lab.env, "+5m"))
+    notes = {}
+    ahead, behind, others = lab.nodes(1, 1), lab.nodes(1, 1), lab.nodes(2, 2)
+    # Two holders judge for longer than the lease: only their renewals keep their leases. The
+    # one 5 minutes ahead keeps answering; the one 5 minutes behind is paused past its lease.
+    keeper = lab.start_agent("a1", ahead[0], slots=1, judge_s=LEASE_S * 1.5, env=skewed(lab.env, "+5m"), jobs=1)
+    paused = lab.start_agent("a4", behind[0], slots=1, judge_s=LEASE_S * 1.5, env=skewed(lab.env, "-5m"), jobs=1)
     users.submit(0)
-    held = wait_for(lambda: ops_of(lab, holder, "claim"), "the holder's claim", 30)[0]
+    users.submit(1)
+    kept = wait_for(lambda: ops_of(lab, keeper, "claim"), "the keeper's claim", 30)[0]
+    held = wait_for(lambda: ops_of(lab, paused, "claim"), "the paused holder's claim", 30)[0]
     lab.spawn("beat-skewed", "web2", [sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat",
                                       "--concurrency", "1", "--loglevel", "INFO",
                                       "-s", str(lab.tmp / "beat-skewed")], env=skewed(lab.env, "+5m"))
-    lab.start_agent("a2", behind[0], slots=2, judge_s=0.2, env=skewed(lab.env, "-5m"))
-    lab.start_agent("a3", standby[0], slots=2, judge_s=0.2)
-    accepted = users.burst(20 if quick else 40, 4)
-    result = wait_for(lambda: ops_of(lab, holder, "result"), "the holder's result", LEASE_S * 4)[0]
-    # Then the holder is paused past its lease: the job moves on by the server's clock.
-    users.submit(1)
-    second = wait_for(lambda: [op for op in ops_of(lab, holder, "claim") if op["job"] != held["job"]],
-                      "the holder's second claim", 30)[0]
-    paused_at = time.time()
-    pid = lab.procs[next(n for n, a in lab.agents.items() if a["node"] == ahead[0].pk)].pid
+    paused_at = time.monotonic()
+    pid = lab.procs[paused].pid
     os.killpg(pid, signal.SIGSTOP)
     try:
+        for host, node in (("a2", others[0]), ("a3", others[1])):
+            lab.start_agent(host, node, slots=2, judge_s=0.2)
+        accepted = users.burst(20 if quick else 40, 4)
         taken = wait_for(lambda: [op for name in lab.agents for op in lab.agent_ops(name)
-                                  if op["kind"] == "claim" and op["job"] == second["job"] and op["epoch"] > 1],
-                         "the paused holder's job taken over", LEASE_S * 4)[0]
+                                  if op["kind"] == "claim" and op["job"] == held["job"] and op["epoch"] > 1],
+                         "the paused holder's job taken over", LEASE_S * 4, notes)
     finally:
         os.killpg(pid, signal.SIGCONT)
+    kept_result = (wait_for(lambda: ops_of(lab, keeper, "result"), "the keeper's result", LEASE_S * 4, notes)
+                   or [{}])[0]
+    late = (wait_for(lambda: ops_of(lab, paused, "result"), "the paused holder's late result", LEASE_S * 4, notes)
+            or [{}])[0]
     beat_log = lab.logs("beat-skewed")
-    stop_beat = lab.procs.pop("beat-skewed")
     from bench.lab.lab import stop
 
-    stop(stop_beat)
-    notes = {"live lease under the skewed beat": f"{result.get('status') or result.get('error')} under epoch"
-                                                 f" {result['epoch']}",
-             "skewed beat stood back": "reaper paused" in beat_log,
-             "paused holder's job taken after s": round(taken["t"] - paused_at, 1),
-             "accepted during the skew": len(accepted)}
-    notes["failed"] = result.get("status") != "settled" or result["epoch"] != 1
+    stop(lab.procs.pop("beat-skewed"))
+    notes.update({
+        "keeper (+5 min) under the skewed beat": f"{kept_result.get('status') or kept_result.get('error')} under"
+                                                 f" lease {kept_result.get('epoch')} (claimed {kept['epoch']})",
+        "skewed worker's reaper passes that stood back": beat_log.count("reaper paused"),
+        "paused holder's (-5 min) job taken after s": round(taken[0]["mono"] - paused_at, 1) if taken else None,
+        "its late result": late.get("status") or late.get("error"),
+        "accepted during the skewed beat": len(accepted)})
+    if kept_result.get("status") != "settled" or kept_result.get("epoch") != 1 or late.get("error") != "lease_lost" \
+            or "reaper paused" not in beat_log:
+        notes["failed"] = True
     outcome = finish(lab, "h", since, notes)
     print("  [h] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
     return outcome
