@@ -355,13 +355,15 @@ def run_ok(argv: list[str], name: str) -> None:
         raise LabError(f"{name}: {done.stderr[-2000:]}")
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen, grace_s: float = 5) -> None:
+    """SIGTERM to the process group (resumed first: a paused one would not act on it), then
+    SIGKILL after `grace_s`."""
     if proc.poll() is not None:
         return
     try:
         os.killpg(proc.pid, signal.SIGCONT)
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(5)
+        proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)

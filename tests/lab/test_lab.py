@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.lab import net
+from bench.lab.lab import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.lab]
@@ -34,12 +35,7 @@ def _stop(proc) -> None:
     then whatever is left is cleaned."""
     if proc.poll() is not None:
         return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    stop(proc, grace_s=30)
     subprocess.run([sys.executable, "-m", "bench.lab", "clean"], cwd=ROOT, capture_output=True)
 
 
