@@ -493,6 +493,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS),
                         help=f"which to run ({' '.join(SCENARIOS)}; default all); `clean` tears a left lab down")
     parser.add_argument("--quick", action="store_true", help="shorter bursts (the CI variant)")
+    parser.add_argument("--sentinels", action="store_true",
+                        help="run the three Sentinels on db2 (they fail the primary over when db is cut off,"
+                             " which the server does not follow yet)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -502,7 +505,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     outcomes = []
     try:
-        with Lab() as lab:
+        with Lab(sentinels=args.sentinels) as lab:
             for key in args.scenarios:
                 started = time.monotonic()
                 outcome = SCENARIOS[key](lab, args.quick)
