@@ -13,9 +13,10 @@ need_apt=()
 # systemd-analyze, which verifies the judge hosts' agent unit (tests/deploy/test_systemd.py);
 # mariadb-server-core and mariadb-client-core: mariadbd and mariadb-install-db (which runs
 # my_print_defaults) without a service, for a MariaDB server of a test's own that it really
-# stops (tests/test_health.py).
+# stops (tests/test_health.py) and for the host lab's database host; iproute2, nftables,
+# redis-server, redis-sentinel, openssl: the host lab (bench/lab/, tests/lab/test_lab.py).
 for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx systemd \
-    mariadb-server-core mariadb-client-core; do
+    mariadb-server-core mariadb-client-core iproute2 nftables redis-server redis-sentinel openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
