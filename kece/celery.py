@@ -3,7 +3,8 @@ from pathlib import Path
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
-from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_shutdown
+from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_shutdown, \
+    worker_ready
 
 from kece import probe
 
@@ -84,6 +85,18 @@ def _reset_metrics(sender=None, **kwargs):
     from kece import metrics
 
     metrics.reset_group(str(sender or "celery").split("@")[0])
+
+
+@worker_ready.connect
+def _serve_metrics(**kwargs):
+    # In the worker's main process once its pool has started: a thread started earlier would
+    # be forked into the pool's children with the listening socket.
+    from django.conf import settings
+
+    if settings.KECE_WORKER_METRICS_PORT:
+        from kece import metrics_endpoint
+
+        metrics_endpoint.serve_this_hosts_files(settings.KECE_WORKER_METRICS_PORT)
 
 
 @worker_process_shutdown.connect

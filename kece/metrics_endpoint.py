@@ -136,6 +136,17 @@ def scrape() -> bytes:
     return generate_latest(registry)
 
 
+def serve_this_hosts_files(port: int):
+    """The counters and histograms written on this host, on `port` (KECE_WORKER_METRICS_PORT):
+    for a worker whose metrics folder web cannot read, as in Kubernetes, where each pod has
+    its own. The gauges are web's: served here too they would be counted twice."""
+    from prometheus_client import start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FilesCollector())
+    return start_http_server(port, registry=registry)
+
+
 def authorized(header: bytes) -> bool:
     token = settings.KECE_METRICS_TOKEN
     if not token:

@@ -207,6 +207,14 @@ KECE_LEASE_TTL_MS = _positive_ms("KECE_LEASE_TTL_MS", 60000)
 KECE_METRICS_DIR = Path(env.str("KECE_METRICS_DIR", default=str(BASE_DIR / "var" / "metrics")))
 if not KECE_METRICS_DIR.is_absolute():
     raise ImproperlyConfigured(f"KECE_METRICS_DIR must be an absolute path, got {str(KECE_METRICS_DIR)!r}")
+# A Celery worker whose metrics folder web cannot read (Kubernetes: one per pod) serves its
+# own counters on this port (`kece.metrics_endpoint.serve_this_hosts_files`); 0: off.
+try:
+    KECE_WORKER_METRICS_PORT = env.int("KECE_WORKER_METRICS_PORT", default=0)
+except ValueError:
+    KECE_WORKER_METRICS_PORT = -1
+if not 0 <= KECE_WORKER_METRICS_PORT <= 65535:
+    raise ImproperlyConfigured("KECE_WORKER_METRICS_PORT must be a port number, or 0 (off)")
 KECE_METRICS_TOKEN = env.str("KECE_METRICS_TOKEN", default="")
 if KECE_METRICS_TOKEN and (len(KECE_METRICS_TOKEN) < 16 or not KECE_METRICS_TOKEN.isprintable()
                            or " " in KECE_METRICS_TOKEN):

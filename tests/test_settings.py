@@ -40,6 +40,8 @@ def test_production_needs_a_secret_key():
 @pytest.mark.parametrize("name, value, message", [
     ("KECE_LOG_FORMAT", "xml", "KECE_LOG_FORMAT must be json or text"),
     ("KECE_DRAIN_MS", "-1", "KECE_DRAIN_MS must be 0 (off) or more"),
+    ("KECE_WORKER_METRICS_PORT", "70000", "KECE_WORKER_METRICS_PORT must be a port number"),
+    ("KECE_WORKER_METRICS_PORT", "http", "KECE_WORKER_METRICS_PORT must be a port number"),
 ])
 def test_a_bad_log_format_or_drain_time_stops_the_start(name, value, message):
     run = _settings_of(SECRET_KEY="a production secret", **{name: value})

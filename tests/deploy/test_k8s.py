@@ -120,7 +120,10 @@ def container_port(workload: dict, name: str) -> int:
 
 def matches(selector: dict, labels: dict) -> bool:
     wanted = selector.get("matchLabels", {})
-    assert not selector.get("matchExpressions"), "teach this test matchExpressions"
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", "teach this test the other operators"
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
     return all(labels.get(k) == v for k, v in wanted.items())
 
 
@@ -462,6 +465,22 @@ def test_the_network_policy_opens_the_internal_port_to_judge_nodes_only(rendered
     for peer in peers_on_public:
         assert "ipBlock" not in peer
         assert peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component") != "judge-node"
+
+
+@pytest.mark.parametrize("name", ["kece-worker", "kece-probe-worker"])
+def test_the_workers_serve_their_counters_to_prometheus_only(example, name):
+    worker = find(example, "Deployment", name)
+    (container,) = containers(worker, init=False)
+    port = container_port(worker, "metrics")
+    assert {"name": "KECE_WORKER_METRICS_PORT", "value": str(port)} in container["env"]
+    policies = policies_for(example, worker["spec"]["template"]["metadata"]["labels"])
+    rules = [rule for policy in policies for rule in policy["spec"]["ingress"]]
+    assert policies and rules
+    for rule in rules:
+        assert rule_ports(rule, worker) == {port}
+        for peer in rule["from"]:
+            assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+            assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
 
 
 def internal_proxy(example) -> list:
