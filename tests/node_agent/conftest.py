@@ -18,6 +18,17 @@ from tests.agents import AgentProcess, private_dir as _private_dir
 from .fake_control import FakeControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _agent_metrics_in_memory(monkeypatch):
+    # An agent is a process of its own, where prometheus_client keeps values in memory. The
+    # server's metrics, loaded by earlier tests of this run, switch the whole process to
+    # shared files, where every registry's series of the same name and labels is one value:
+    # an agent built here would count on from another test's agent.
+    from prometheus_client import values
+
+    monkeypatch.setattr(values, "ValueClass", values.MutexValue)
 SUM_CASES = [("1 2\n", "3\n", 50), ("10 20\n", "30\n", 50)]
 REQUIRE = os.environ.get("KECE_REQUIRE_SERVICES") == "1"
 
