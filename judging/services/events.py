@@ -1,9 +1,10 @@
 """The settlement outbox: handlers and the dispatcher that applies each event once.
 
-Events are written in a job's terminal transaction. The dispatcher applies one event per
-transaction: lock the event (SKIP LOCKED, so dispatchers share the work), run its
-handler, mark it DONE — the handler's writes and the DONE mark commit together, so an
-event is applied exactly once however often dispatch runs. A failing handler is retried
+Events are written in a job's terminal transaction. The dispatcher applies a chunk of
+events per transaction: lock them (SKIP LOCKED, so dispatchers share the work), run their
+handlers, mark them DONE — the handlers' writes and the DONE marks commit together, so an
+event is applied exactly once however often dispatch runs. A failing handler rolls its
+chunk back, which is then applied one event to a transaction; the failing event is retried
 with backoff and marked DEAD after `KECE_EVENT_MAX_ATTEMPTS`.
 
 Handlers recompute derived rows from the committed submissions instead of adding deltas,
@@ -142,41 +143,117 @@ def _recompute_key(event_type: str, payload: dict) -> tuple:
             payload.get("submissionType"), payload.get("practiceId"), payload.get("examId"))
 
 
+# Events applied in one transaction: their handlers' writes and their DONE marks commit
+# together, and a burst pays one transaction, one event lock and one DONE mark per chunk
+# rather than per event. Each handler locks one derived row; a chunk holds at most this many.
+CHUNK = 20
+
+
+def _derived_lock_key(event_type: str, payload: dict) -> tuple:
+    """The derived row the event's handler locks, as `lock_derived` ranks it (handlers that
+    lock nothing first): a chunk runs its handlers in this order, so their locks ascend."""
+    kind = event_type.split(".", 1)[0]
+    user_id, problem_id = payload.get("userId"), payload.get("problemId")
+    if kind == PROBLEM_STATS:
+        return (ProblemResult._meta.db_table, user_id, problem_id)
+    if kind == PRACTICE_BEST and payload.get("practiceId"):
+        return (PracticeBest._meta.db_table, payload["practiceId"], user_id, problem_id)
+    if kind == EXAM_SCORE and payload.get("examId"):
+        return (ExamScore._meta.db_table, payload["examId"], user_id, problem_id)
+    return ("",)
+
+
 def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
     """Apply due events, oldest first. Handlers recompute from committed rows, so of the due
     events that recompute the same thing (a student resubmitting during a burst) only the
     first runs its handler: it ran after all of them were committed. The others are
-    marked done together, in one transaction after the pass."""
+    marked done together, in one transaction after the pass, once that first one applied.
+
+    The handlers run CHUNK events to a transaction (`_apply_chunk`); a chunk in which one
+    fails is rolled back whole and applied again without it, so the failing event is
+    retried later and the others apply now."""
     report = DispatchReport()
     due = list(
         SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
         .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload")[:batch]
     )
-    recomputed, covered = set(), []
+    first, covered = {}, []
     for event_id, event_type, payload in due:
         key = _recompute_key(event_type, payload or {})
-        if key in recomputed:
-            covered.append(event_id)
-            continue
-        try:
-            with transaction.atomic(durable=True):
-                event = lock_due_event(event_id)
-                if event is None or event.state != EventState.PENDING:
-                    continue  # another dispatcher has it, or already applied it
-                handler_for(event.event_type)(event.payload)
-                _mark_done([event.pk], now=now)
-            logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
-                                                           "type": event.event_type})
-            recomputed.add(key)
-            report.applied.append(event_id)
-        except Exception as exc:  # a handler bug or a database hiccup: retry later
-            _record_failure(event_id, exc, now=now, report=report)
+        if key in first:
+            covered.append((key, event_id))
+        else:
+            first[key] = (event_id, event_type, payload or {})
+    runs = list(first.values())
+    recomputed = set()
+    for start in range(0, len(runs), CHUNK):
+        applied = _apply_chunks(runs[start:start + CHUNK], now=now, report=report)
+        report.applied.extend(applied)
+        recomputed.update(applied)
+    covered = [event_id for key, event_id in covered if first[key][0] in recomputed]
     if covered:
         with transaction.atomic(durable=True):
             done = [event.pk for event in lock_due_events(covered)]
             _mark_done(done, now=now)
         report.applied.extend(done)
     return report
+
+
+class _HandlerFailed(Exception):
+    def __init__(self, event_id: int, error: Exception):
+        super().__init__(event_id, error)
+        self.event_id, self.error = event_id, error
+
+
+def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
+    """`_apply_chunk`, again without an event whose handler failed (that one is retried
+    later, its failure recorded as when it is applied alone); the ids applied."""
+    while chunk:
+        try:
+            applied = _apply_chunk(chunk, now=now)
+        except _HandlerFailed as failed:
+            _record_failure(failed.event_id, failed.error, now=now, report=report)
+            chunk = [entry for entry in chunk if entry[0] != failed.event_id]
+            continue
+        except Exception:  # the events' own statements failed: one event to a transaction
+            return [event_id for event_id, _, _ in chunk if _apply_one(event_id, now=now, report=report)]
+        for event_id in applied:
+            logger.info("settlement event applied", extra={"event": event_id})
+        return applied
+    return []
+
+
+def _apply_chunk(chunk: list, *, now) -> list:
+    """Apply the events of `chunk` (id, type, payload) that no other dispatcher holds and
+    that are still PENDING, in one transaction: their events locked together (never
+    waiting), then each handler in the order of the derived row it locks. The payload is
+    the one read with the due list: an event's payload is never changed after it is written."""
+    with transaction.atomic(durable=True):
+        locked = {event.pk for event in lock_due_events([event_id for event_id, _, _ in chunk])}
+        mine = [entry for entry in chunk if entry[0] in locked]
+        for event_id, event_type, payload in sorted(mine, key=lambda e: _derived_lock_key(e[1], e[2])):
+            try:
+                handler_for(event_type)(payload)
+            except Exception as exc:  # rolls the chunk back
+                raise _HandlerFailed(event_id, exc) from exc
+        _mark_done([event_id for event_id, _, _ in mine], now=now)
+    return [event_id for event_id, _, _ in mine]
+
+
+def _apply_one(event_id: int, *, now, report: DispatchReport) -> bool:
+    try:
+        with transaction.atomic(durable=True):
+            event = lock_due_event(event_id)
+            if event is None or event.state != EventState.PENDING:
+                return False  # another dispatcher has it, or already applied it
+            handler_for(event.event_type)(event.payload)
+            _mark_done([event.pk], now=now)
+        logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
+                                                       "type": event.event_type})
+        return True
+    except Exception as exc:  # a handler bug or a database hiccup: retry later
+        _record_failure(event_id, exc, now=now, report=report)
+        return False
 
 
 def _mark_done(event_ids: list, *, now) -> None:

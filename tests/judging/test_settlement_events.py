@@ -131,6 +131,61 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
     assert SettlementEvent.objects.get().state == EventState.DEAD
 
 
+@pytest.mark.django_db
+def test_a_failing_handler_holds_back_its_own_event_only(problem, node_a, monkeypatch):
+    _, identity = node_a
+    students = [UserFactory() for _ in range(3)]
+    for user in students:
+        submit(user, problem)
+        _judge(identity, "AC")
+    broken_user = students[1].pk
+    real = events.HANDLERS["problem_stats"]
+
+    def flaky(payload):
+        if payload["userId"] == broken_user:
+            raise RuntimeError("statistics store is down")
+        real(payload)
+
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", flaky)
+    report = events_dispatch(now=timezone.now())
+    assert (len(report.applied), len(report.retried)) == (2, 1)
+    assert set(ProblemResult.objects.values_list("user_id", flat=True)) == {students[0].pk, students[2].pk}
+    pending = SettlementEvent.objects.get(state=EventState.PENDING)
+    assert pending.payload["userId"] == broken_user and "statistics store is down" in pending.last_error
+    assert FirstAccepted.objects.count() == 2
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("unlimited_submits")
+def test_concurrent_dispatchers_of_many_students_apply_each_event_once():
+    """Dispatchers applying events in chunks lock their students' rows in one order: none
+    waits on another for ever, and each student's statistics count every submission."""
+    students = [UserFactory() for _ in range(12)]
+    problems = [make_problem(languages=("python",)) for _ in range(2)]
+    _, identity = make_node(pool="python", max_slots=48, host_group=HostGroupFactory(total_slots=48))
+    for user in students:
+        for problem in problems:
+            submit(user, problem)
+            submit(user, problem)
+    for job in claim(identity, free_slots=48):
+        settle(identity, judged(job, verdict="AC"))
+    now = timezone.now()
+
+    def dispatcher():
+        applied = []
+        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
+            applied += events_dispatch(now=now, batch=10).applied
+        return applied
+
+    results = run_concurrently([dispatcher for _ in range(4)])
+    raise_first_error(results)
+    applied = [event_id for result in results for event_id in result]
+    assert len(applied) == len(set(applied)) == 48
+    assert set(ProblemResult.objects.values_list("attempts", flat=True)) == {2}
+    assert ProblemResult.objects.count() == FirstAccepted.objects.count() == 24
+
+
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("unlimited_submits")
