@@ -73,11 +73,14 @@ def apply_problem_stats(payload: dict) -> None:
     current = FirstAccepted.objects.filter(user_id=user_id, problem_id=problem_id)
     if accepted is None:
         current.delete()
-    elif not current.filter(submission_type=payload["submissionType"], submission_id=accepted["id"]).exists():
-        current.delete()
-        FirstAccepted.objects.create(user_id=user_id, problem_id=problem_id,
-                                     submission_type=payload["submissionType"], submission_id=accepted["id"],
-                                     accepted_at=accepted["judged_at"])
+        return
+    record = {"submission_type": payload["submissionType"], "submission_id": accepted["id"]}
+    held = current.values("submission_type", "submission_id").first()
+    if held is None:
+        FirstAccepted.objects.create(user_id=user_id, problem_id=problem_id, accepted_at=accepted["judged_at"],
+                                     **record)
+    elif held != record:  # another submission is the first accepted now: the record moves to it
+        current.update(accepted_at=accepted["judged_at"], **record)
 
 
 def apply_practice_best(payload: dict) -> None:
