@@ -13,19 +13,22 @@ results arrive, and a replay changes nothing.
 """
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
+from django.utils import timezone
 
-from judging.locking import lock_derived, lock_due_event, lock_due_events, lock_event
+from judging.locking import lock_derived, lock_derived_rows, lock_due_event, lock_due_events, lock_event
 from judging.models import (
     SUBMISSION_MODELS, EventState, Exam, ExamMode, ExamProblem, ExamScore, FirstAccepted, PracticeBest,
     ProblemResult, SettlementEvent, Verdict,
 )
 from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
+from kece.rows import insert_many, update_rows
 
 logger = logging.getLogger("kece.events")
 
@@ -42,11 +45,11 @@ def _best(submissions):
             .values("id", "score", "verdict").first())
 
 
-def _standing(submissions) -> tuple[dict | None, int, dict | None]:
+def _standing(rows: list) -> tuple[dict | None, int, dict | None]:
     """(the best as `_best` finds it, how many, the first accepted by judging time then id)
-    of `submissions`, from one read of their few small columns: a user's submissions of one
-    problem are a handful, and three statements cost more than reading them once."""
-    rows = list(submissions.values("id", "score", "verdict", "judged_at"))
+    of one user's live submissions of one problem (`rows`: their few small columns): a
+    user's submissions of one problem are a handful, and three statements cost more than
+    reading them once."""
     scored = [row for row in rows if row["score"] is not None]
     best = min(scored, key=lambda row: (-row["score"], row["id"])) if scored else None
     accepted = [row for row in rows if row["verdict"] == Verdict.AC]
@@ -56,31 +59,61 @@ def _standing(submissions) -> tuple[dict | None, int, dict | None]:
     return best, len(rows), first
 
 
-def apply_problem_stats(payload: dict) -> None:
-    """Best result per user and problem, and the first-accepted record."""
-    user_id, problem_id = payload["userId"], payload["problemId"]
-    result = lock_derived(ProblemResult, (user_id, problem_id), user_id=user_id, problem_id=problem_id)
-    best, attempts, accepted = _standing(_live_submissions(payload))
-    result.best_score = best["score"] if best else 0
-    result.best_verdict = (best["verdict"] or "") if best else ""
-    result.best_submission_type = payload["submissionType"] if best else ""
-    result.best_submission_id = best["id"] if best else None
-    result.attempts = attempts
-    result.save()
+def _pairs(keys) -> Q:
+    wanted = Q()
+    for user_id, problem_id in keys:
+        wanted |= Q(user_id=user_id, problem_id=problem_id)
+    return wanted
 
-    # FirstAccepted rows of this user and problem change only under the lock on their
+
+def _live_rows(kinds: dict) -> dict:
+    """{(user, problem): [their live submissions' rows]} for `kinds`, {(user, problem):
+    submission type}: one read per submission table."""
+    found = defaultdict(list)
+    by_type = defaultdict(list)
+    for key, submission_type in kinds.items():
+        by_type[submission_type].append(key)
+    for submission_type, keys in by_type.items():
+        rows = SUBMISSION_MODELS[submission_type].objects.filter(_pairs(keys), deleted_at__isnull=True) \
+            .values("id", "user_id", "problem_id", "score", "verdict", "judged_at")
+        for row in rows:
+            found[(row["user_id"], row["problem_id"])].append(row)
+    return found
+
+
+def apply_problem_stats(payloads: list) -> None:
+    """Best result per user and problem, and the first-accepted record, for every user and
+    problem of `payloads`: their rows locked together, their submissions read together."""
+    kinds = {(payload["userId"], payload["problemId"]): payload["submissionType"] for payload in payloads}
+    results = lock_derived_rows(ProblemResult, ("user_id", "problem_id"), kinds)
+    submissions = _live_rows(kinds)
+    # FirstAccepted rows of a user and problem change only under the lock on their
     # ProblemResult row, taken above.
-    current = FirstAccepted.objects.filter(user_id=user_id, problem_id=problem_id)
-    if accepted is None:
-        current.delete()
-        return
-    record = {"submission_type": payload["submissionType"], "submission_id": accepted["id"]}
-    held = current.values("submission_type", "submission_id").first()
-    if held is None:
-        FirstAccepted.objects.create(user_id=user_id, problem_id=problem_id, accepted_at=accepted["judged_at"],
-                                     **record)
-    elif held != record:  # another submission is the first accepted now: the record moves to it
-        current.update(accepted_at=accepted["judged_at"], **record)
+    held = {(row["user_id"], row["problem_id"]): row for row in FirstAccepted.objects.filter(_pairs(kinds))
+            .values("id", "user_id", "problem_id", "submission_type", "submission_id")}
+    now = timezone.now()
+    written, gone, new = [], [], []
+    for key, submission_type in sorted(kinds.items()):
+        best, attempts, accepted = _standing(submissions[key])
+        written.append((ProblemResult, results[key].pk, {
+            "best_score": best["score"] if best else 0, "best_verdict": (best["verdict"] or "") if best else "",
+            "best_submission_type": submission_type if best else "", "best_submission_id": best["id"] if best else None,
+            "attempts": attempts, "updated_at": now}))
+        current = held.get(key)
+        if accepted is None:
+            if current is not None:
+                gone.append(current["id"])
+            continue
+        record = {"submission_type": submission_type, "submission_id": accepted["id"]}
+        if current is None:
+            new.append(FirstAccepted(user_id=key[0], problem_id=key[1], accepted_at=accepted["judged_at"], **record))
+        elif (current["submission_type"], current["submission_id"]) != (submission_type, accepted["id"]):
+            # Another submission is the first accepted now: the record moves to it.
+            written.append((FirstAccepted, current["id"], {**record, "accepted_at": accepted["judged_at"]}))
+    update_rows(written)
+    if gone:
+        FirstAccepted.objects.filter(pk__in=gone).delete()
+    insert_many(new)
 
 
 def apply_practice_best(payload: dict) -> None:
@@ -122,7 +155,16 @@ def apply_exam_score(payload: dict) -> None:
     row.save()
 
 
-HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: apply_practice_best, EXAM_SCORE: apply_exam_score}
+def _each(handler):
+    def apply_each(payloads: list) -> None:
+        for payload in payloads:
+            handler(payload)
+    return apply_each
+
+
+# Each handler applies a list of events of its kind; those of a chunk are applied together.
+HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: _each(apply_practice_best),
+            EXAM_SCORE: _each(apply_exam_score)}
 
 
 def handler_for(event_type: str):
@@ -218,7 +260,8 @@ def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
             _record_failure(failed.event_id, failed.error, now=now, report=report)
             chunk = [entry for entry in chunk if entry[0] != failed.event_id]
             continue
-        except Exception:  # the events' own statements failed: one event to a transaction
+        except Exception:  # a handler of several events, or the events' own statements, failed:
+            # one event to a transaction, to find which
             return [event_id for event_id, _, _ in chunk if _apply_one(event_id, now=now, report=report)]
         for event_id in applied:
             logger.info("settlement event applied", extra={"event": event_id})
@@ -229,16 +272,24 @@ def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
 def _apply_chunk(chunk: list, *, now) -> list:
     """Apply the events of `chunk` (id, type, payload) that no other dispatcher holds and
     that are still PENDING, in one transaction: their events locked together (never
-    waiting), then each handler in the order of the derived row it locks. The payload is
+    waiting), then each kind's handler with its events, in the order of the derived rows
+    they lock. The payload is
     the one read with the due list: an event's payload is never changed after it is written."""
     with transaction.atomic(durable=True):
         locked = {event.pk for event in lock_due_events([event_id for event_id, _, _ in chunk])}
         mine = [entry for entry in chunk if entry[0] in locked]
-        for event_id, event_type, payload in sorted(mine, key=lambda e: _derived_lock_key(e[1], e[2])):
+        groups = defaultdict(list)  # the events of each kind, by the derived row each locks
+        for entry in sorted(mine, key=lambda e: _derived_lock_key(e[1], e[2])):
+            groups[entry[1].split(".", 1)[0]].append(entry)
+        # The rows of one kind are those of one table: kind after kind, by the last row each
+        # locks, the locks still ascend.
+        for kind, entries in sorted(groups.items(), key=lambda group: _derived_lock_key(*group[1][-1][1:])):
             try:
-                handler_for(event_type)(payload)
+                HANDLERS[kind]([payload for _, _, payload in entries])
             except Exception as exc:  # rolls the chunk back
-                raise _HandlerFailed(event_id, exc) from exc
+                if len(entries) == 1:
+                    raise _HandlerFailed(entries[0][0], exc) from exc
+                raise
         _mark_done([event_id for event_id, _, _ in mine], now=now)
     return [event_id for event_id, _, _ in mine]
 
@@ -249,7 +300,7 @@ def _apply_one(event_id: int, *, now, report: DispatchReport) -> bool:
             event = lock_due_event(event_id)
             if event is None or event.state != EventState.PENDING:
                 return False  # another dispatcher has it, or already applied it
-            handler_for(event.event_type)(event.payload)
+            handler_for(event.event_type)([event.payload])
             _mark_done([event.pk], now=now)
         logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
                                                        "type": event.event_type})

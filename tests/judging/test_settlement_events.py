@@ -44,8 +44,8 @@ def test_due_events_that_recompute_the_same_rows_run_their_handler_once(student,
         _judge(identity, verdict)
     runs = []
     real = events.HANDLERS["problem_stats"]
-    monkeypatch.setitem(events.HANDLERS, "problem_stats", lambda payload: (runs.append(payload["userId"]),
-                                                                          real(payload)))
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", lambda payloads: (
+        runs.extend(payload["userId"] for payload in payloads), real(payloads)))
     assert len(events_dispatch(now=timezone.now()).applied) == 4
     assert sorted(runs) == sorted([student.pk, other.pk]), "one recompute per student and problem"
     assert SettlementEvent.objects.exclude(state=EventState.DONE).count() == 0
@@ -115,8 +115,8 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
     _judge(identity)
     calls = []
 
-    def broken(payload):
-        calls.append(payload)
+    def broken(payloads):
+        calls.append(payloads)
         raise RuntimeError("statistics store is down")
 
     monkeypatch.setitem(events.HANDLERS, "problem_stats", broken)
@@ -141,10 +141,10 @@ def test_a_failing_handler_holds_back_its_own_event_only(problem, node_a, monkey
     broken_user = students[1].pk
     real = events.HANDLERS["problem_stats"]
 
-    def flaky(payload):
-        if payload["userId"] == broken_user:
+    def flaky(payloads):
+        if any(payload["userId"] == broken_user for payload in payloads):
             raise RuntimeError("statistics store is down")
-        real(payload)
+        real(payloads)
 
     monkeypatch.setitem(events.HANDLERS, "problem_stats", flaky)
     report = events_dispatch(now=timezone.now())
