@@ -131,6 +131,26 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
     assert SettlementEvent.objects.get().state == EventState.DEAD
 
 
+def _judge_all_then_dispatch_concurrently(identity, jobs: int, *, batch: int = 100) -> list:
+    """Settle `jobs` queued jobs as AC, then dispatch their events from four threads; the
+    event ids each applied, together."""
+    for job in claim(identity, free_slots=jobs):
+        settle(identity, judged(job, verdict="AC"))
+    now = timezone.now()
+
+    def dispatcher():
+        # Events another dispatcher holds are skipped, not waited for: keep passing until
+        # nothing is pending, as the periodic task would.
+        applied = []
+        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
+            applied += events_dispatch(now=now, batch=batch).applied
+        return applied
+
+    results = run_concurrently([dispatcher for _ in range(4)])
+    raise_first_error(results)
+    return [event_id for result in results for event_id in result]
+
+
 @pytest.mark.django_db
 def test_a_failing_handler_holds_back_its_own_event_only(problem, node_a, monkeypatch):
     _, identity = node_a
@@ -168,19 +188,7 @@ def test_concurrent_dispatchers_of_many_students_apply_each_event_once():
         for problem in problems:
             submit(user, problem)
             submit(user, problem)
-    for job in claim(identity, free_slots=48):
-        settle(identity, judged(job, verdict="AC"))
-    now = timezone.now()
-
-    def dispatcher():
-        applied = []
-        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
-            applied += events_dispatch(now=now, batch=10).applied
-        return applied
-
-    results = run_concurrently([dispatcher for _ in range(4)])
-    raise_first_error(results)
-    applied = [event_id for result in results for event_id in result]
+    applied = _judge_all_then_dispatch_concurrently(identity, 48, batch=10)
     assert len(applied) == len(set(applied)) == 48
     assert set(ProblemResult.objects.values_list("attempts", flat=True)) == {2}
     assert ProblemResult.objects.count() == FirstAccepted.objects.count() == 24
@@ -195,21 +203,7 @@ def test_concurrent_dispatchers_apply_each_event_once():
     _, identity = make_node(pool="python", max_slots=40, host_group=HostGroupFactory(total_slots=40))
     for _ in range(40):
         submit(student, problem)
-    for job in claim(identity, free_slots=40):
-        settle(identity, judged(job, verdict="AC"))
-    now = timezone.now()
-
-    def dispatcher():
-        # Events another dispatcher holds are skipped, not waited for: keep passing until
-        # nothing is pending, as the periodic task would.
-        applied = []
-        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
-            applied += events_dispatch(now=now).applied
-        return applied
-
-    results = run_concurrently([dispatcher for _ in range(4)])
-    raise_first_error(results)
-    applied = [event_id for result in results for event_id in result]
+    applied = _judge_all_then_dispatch_concurrently(identity, 40)
     assert len(applied) == len(set(applied)) == 40
     assert set(SettlementEvent.objects.values_list("attempts", flat=True)) == {1}
     assert FirstAccepted.objects.count() == 1
