@@ -263,8 +263,9 @@ def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
         except Exception:  # a handler of several events, or the events' own statements, failed:
             # one event to a transaction, to find which
             return [event_id for event_id, _, _ in chunk if _apply_one(event_id, now=now, report=report)]
+        types = {event_id: event_type for event_id, event_type, _ in chunk}
         for event_id in applied:
-            logger.info("settlement event applied", extra={"event": event_id})
+            logger.info("settlement event applied", extra={"event": event_id, "type": types[event_id]})
         return applied
     return []
 
