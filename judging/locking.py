@@ -334,6 +334,27 @@ def lock_event(pk):
     return _lock_by_pk(SettlementEvent, Rank.EVENT, [pk]).get(pk)
 
 
+def lock_derived_rows(model, fields: tuple, keys) -> dict:
+    """Lock, creating those missing, the derived rows of `model` whose `fields` hold each of
+    `keys`: {key: row}. One upsert takes them all, exclusively and by ascending key (the
+    order its rows are written in), as `lock_derived` would one at a time; then one read."""
+    from django.db.models import Q
+
+    keys = sorted(set(keys))
+    if not keys:
+        return {}
+    _acquire(Rank.DERIVED, [(model._meta.db_table,) + tuple(key) for key in keys])
+    # The upsert, not a SELECT … FOR UPDATE first: see `lock_derived`.
+    extra = {"unique_fields": list(fields)} if database().features.supports_update_conflicts_with_target else {}
+    model.objects.bulk_create([model(**dict(zip(fields, key))) for key in keys], update_conflicts=True,
+                              update_fields=list(fields[:1]), **extra)
+    wanted = Q()
+    for key in keys:
+        wanted |= Q(**dict(zip(fields, key)))
+    return {tuple(getattr(row, name) for name in fields): row
+            for row in model.objects.select_for_update().filter(wanted).order_by(*fields)}
+
+
 def lock_derived(model, key: tuple, **lookup):
     """Lock (creating if needed) the derived row of `model` identified by `lookup`.
 

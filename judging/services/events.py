@@ -1,9 +1,10 @@
 """The settlement outbox: handlers and the dispatcher that applies each event once.
 
-Events are written in a job's terminal transaction. The dispatcher applies one event per
-transaction: lock the event (SKIP LOCKED, so dispatchers share the work), run its
-handler, mark it DONE — the handler's writes and the DONE mark commit together, so an
-event is applied exactly once however often dispatch runs. A failing handler is retried
+Events are written in a job's terminal transaction. The dispatcher applies a chunk of
+events per transaction: lock them (SKIP LOCKED, so dispatchers share the work), run their
+handlers, mark them DONE — the handlers' writes and the DONE marks commit together, so an
+event is applied exactly once however often dispatch runs. A failing handler rolls its
+chunk back, which is then applied one event to a transaction; the failing event is retried
 with backoff and marked DEAD after `KECE_EVENT_MAX_ATTEMPTS`.
 
 Handlers recompute derived rows from the committed submissions instead of adding deltas,
@@ -12,19 +13,22 @@ results arrive, and a replay changes nothing.
 """
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
+from django.utils import timezone
 
-from judging.locking import lock_derived, lock_due_event, lock_due_events, lock_event
+from judging.locking import lock_derived, lock_derived_rows, lock_due_event, lock_due_events, lock_event
 from judging.models import (
     SUBMISSION_MODELS, EventState, Exam, ExamMode, ExamProblem, ExamScore, FirstAccepted, PracticeBest,
     ProblemResult, SettlementEvent, Verdict,
 )
 from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
+from kece.rows import insert_many, update_rows
 
 logger = logging.getLogger("kece.events")
 
@@ -41,11 +45,11 @@ def _best(submissions):
             .values("id", "score", "verdict").first())
 
 
-def _standing(submissions) -> tuple[dict | None, int, dict | None]:
+def _standing(rows: list) -> tuple[dict | None, int, dict | None]:
     """(the best as `_best` finds it, how many, the first accepted by judging time then id)
-    of `submissions`, from one read of their few small columns: a user's submissions of one
-    problem are a handful, and three statements cost more than reading them once."""
-    rows = list(submissions.values("id", "score", "verdict", "judged_at"))
+    of one user's live submissions of one problem (`rows`: their few small columns): a
+    user's submissions of one problem are a handful, and three statements cost more than
+    reading them once."""
     scored = [row for row in rows if row["score"] is not None]
     best = min(scored, key=lambda row: (-row["score"], row["id"])) if scored else None
     accepted = [row for row in rows if row["verdict"] == Verdict.AC]
@@ -55,28 +59,61 @@ def _standing(submissions) -> tuple[dict | None, int, dict | None]:
     return best, len(rows), first
 
 
-def apply_problem_stats(payload: dict) -> None:
-    """Best result per user and problem, and the first-accepted record."""
-    user_id, problem_id = payload["userId"], payload["problemId"]
-    result = lock_derived(ProblemResult, (user_id, problem_id), user_id=user_id, problem_id=problem_id)
-    best, attempts, accepted = _standing(_live_submissions(payload))
-    result.best_score = best["score"] if best else 0
-    result.best_verdict = (best["verdict"] or "") if best else ""
-    result.best_submission_type = payload["submissionType"] if best else ""
-    result.best_submission_id = best["id"] if best else None
-    result.attempts = attempts
-    result.save()
+def _pairs(keys) -> Q:
+    wanted = Q()
+    for user_id, problem_id in keys:
+        wanted |= Q(user_id=user_id, problem_id=problem_id)
+    return wanted
 
-    # FirstAccepted rows of this user and problem change only under the lock on their
+
+def _live_rows(kinds: dict) -> dict:
+    """{(user, problem): [their live submissions' rows]} for `kinds`, {(user, problem):
+    submission type}: one read per submission table."""
+    found = defaultdict(list)
+    by_type = defaultdict(list)
+    for key, submission_type in kinds.items():
+        by_type[submission_type].append(key)
+    for submission_type, keys in by_type.items():
+        rows = SUBMISSION_MODELS[submission_type].objects.filter(_pairs(keys), deleted_at__isnull=True) \
+            .values("id", "user_id", "problem_id", "score", "verdict", "judged_at")
+        for row in rows:
+            found[(row["user_id"], row["problem_id"])].append(row)
+    return found
+
+
+def apply_problem_stats(payloads: list) -> None:
+    """Best result per user and problem, and the first-accepted record, for every user and
+    problem of `payloads`: their rows locked together, their submissions read together."""
+    kinds = {(payload["userId"], payload["problemId"]): payload["submissionType"] for payload in payloads}
+    results = lock_derived_rows(ProblemResult, ("user_id", "problem_id"), kinds)
+    submissions = _live_rows(kinds)
+    # FirstAccepted rows of a user and problem change only under the lock on their
     # ProblemResult row, taken above.
-    current = FirstAccepted.objects.filter(user_id=user_id, problem_id=problem_id)
-    if accepted is None:
-        current.delete()
-    elif not current.filter(submission_type=payload["submissionType"], submission_id=accepted["id"]).exists():
-        current.delete()
-        FirstAccepted.objects.create(user_id=user_id, problem_id=problem_id,
-                                     submission_type=payload["submissionType"], submission_id=accepted["id"],
-                                     accepted_at=accepted["judged_at"])
+    held = {(row["user_id"], row["problem_id"]): row for row in FirstAccepted.objects.filter(_pairs(kinds))
+            .values("id", "user_id", "problem_id", "submission_type", "submission_id")}
+    now = timezone.now()
+    written, gone, new = [], [], []
+    for key, submission_type in sorted(kinds.items()):
+        best, attempts, accepted = _standing(submissions[key])
+        written.append((ProblemResult, results[key].pk, {
+            "best_score": best["score"] if best else 0, "best_verdict": (best["verdict"] or "") if best else "",
+            "best_submission_type": submission_type if best else "", "best_submission_id": best["id"] if best else None,
+            "attempts": attempts, "updated_at": now}))
+        current = held.get(key)
+        if accepted is None:
+            if current is not None:
+                gone.append(current["id"])
+            continue
+        record = {"submission_type": submission_type, "submission_id": accepted["id"]}
+        if current is None:
+            new.append(FirstAccepted(user_id=key[0], problem_id=key[1], accepted_at=accepted["judged_at"], **record))
+        elif (current["submission_type"], current["submission_id"]) != (submission_type, accepted["id"]):
+            # Another submission is the first accepted now: the record moves to it.
+            written.append((FirstAccepted, current["id"], {**record, "accepted_at": accepted["judged_at"]}))
+    update_rows(written)
+    if gone:
+        FirstAccepted.objects.filter(pk__in=gone).delete()
+    insert_many(new)
 
 
 def apply_practice_best(payload: dict) -> None:
@@ -118,7 +155,16 @@ def apply_exam_score(payload: dict) -> None:
     row.save()
 
 
-HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: apply_practice_best, EXAM_SCORE: apply_exam_score}
+def _each(handler):
+    def apply_each(payloads: list) -> None:
+        for payload in payloads:
+            handler(payload)
+    return apply_each
+
+
+# Each handler applies a list of events of its kind; those of a chunk are applied together.
+HANDLERS = {PROBLEM_STATS: apply_problem_stats, PRACTICE_BEST: _each(apply_practice_best),
+            EXAM_SCORE: _each(apply_exam_score)}
 
 
 def handler_for(event_type: str):
@@ -142,41 +188,127 @@ def _recompute_key(event_type: str, payload: dict) -> tuple:
             payload.get("submissionType"), payload.get("practiceId"), payload.get("examId"))
 
 
+# Events applied in one transaction: their handlers' writes and their DONE marks commit
+# together, and a burst pays one transaction, one event lock and one DONE mark per chunk
+# rather than per event. Each handler locks one derived row; a chunk holds at most this many.
+CHUNK = 20
+
+
+def _derived_lock_key(event_type: str, payload: dict) -> tuple:
+    """The derived row the event's handler locks, as `lock_derived` ranks it (handlers that
+    lock nothing first): a chunk runs its handlers in this order, so their locks ascend."""
+    kind = event_type.split(".", 1)[0]
+    user_id, problem_id = payload.get("userId"), payload.get("problemId")
+    if kind == PROBLEM_STATS:
+        return (ProblemResult._meta.db_table, user_id, problem_id)
+    if kind == PRACTICE_BEST and payload.get("practiceId"):
+        return (PracticeBest._meta.db_table, payload["practiceId"], user_id, problem_id)
+    if kind == EXAM_SCORE and payload.get("examId"):
+        return (ExamScore._meta.db_table, payload["examId"], user_id, problem_id)
+    return ("",)
+
+
 def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
     """Apply due events, oldest first. Handlers recompute from committed rows, so of the due
     events that recompute the same thing (a student resubmitting during a burst) only the
     first runs its handler: it ran after all of them were committed. The others are
-    marked done together, in one transaction after the pass."""
+    marked done together, in one transaction after the pass, once that first one applied.
+
+    The handlers run CHUNK events to a transaction (`_apply_chunk`); a chunk in which one
+    fails is rolled back whole and applied again without it, so the failing event is
+    retried later and the others apply now."""
     report = DispatchReport()
     due = list(
         SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
         .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload")[:batch]
     )
-    recomputed, covered = set(), []
+    first, covered = {}, []
     for event_id, event_type, payload in due:
         key = _recompute_key(event_type, payload or {})
-        if key in recomputed:
-            covered.append(event_id)
-            continue
-        try:
-            with transaction.atomic(durable=True):
-                event = lock_due_event(event_id)
-                if event is None or event.state != EventState.PENDING:
-                    continue  # another dispatcher has it, or already applied it
-                handler_for(event.event_type)(event.payload)
-                _mark_done([event.pk], now=now)
-            logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
-                                                           "type": event.event_type})
-            recomputed.add(key)
-            report.applied.append(event_id)
-        except Exception as exc:  # a handler bug or a database hiccup: retry later
-            _record_failure(event_id, exc, now=now, report=report)
+        if key in first:
+            covered.append((key, event_id))
+        else:
+            first[key] = (event_id, event_type, payload or {})
+    runs = list(first.values())
+    recomputed = set()
+    for start in range(0, len(runs), CHUNK):
+        applied = _apply_chunks(runs[start:start + CHUNK], now=now, report=report)
+        report.applied.extend(applied)
+        recomputed.update(applied)
+    covered = [event_id for key, event_id in covered if first[key][0] in recomputed]
     if covered:
         with transaction.atomic(durable=True):
             done = [event.pk for event in lock_due_events(covered)]
             _mark_done(done, now=now)
         report.applied.extend(done)
     return report
+
+
+class _HandlerFailed(Exception):
+    def __init__(self, event_id: int, error: Exception):
+        super().__init__(event_id, error)
+        self.event_id, self.error = event_id, error
+
+
+def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
+    """`_apply_chunk`, again without an event whose handler failed (that one is retried
+    later, its failure recorded as when it is applied alone); the ids applied."""
+    while chunk:
+        try:
+            applied = _apply_chunk(chunk, now=now)
+        except _HandlerFailed as failed:
+            _record_failure(failed.event_id, failed.error, now=now, report=report)
+            chunk = [entry for entry in chunk if entry[0] != failed.event_id]
+            continue
+        except Exception:  # a handler of several events, or the events' own statements, failed:
+            # one event to a transaction, to find which
+            return [event_id for event_id, _, _ in chunk if _apply_one(event_id, now=now, report=report)]
+        types = {event_id: event_type for event_id, event_type, _ in chunk}
+        for event_id in applied:
+            logger.info("settlement event applied", extra={"event": event_id, "type": types[event_id]})
+        return applied
+    return []
+
+
+def _apply_chunk(chunk: list, *, now) -> list:
+    """Apply the events of `chunk` (id, type, payload) that no other dispatcher holds and
+    that are still PENDING, in one transaction: their events locked together (never
+    waiting), then each kind's handler with its events, in the order of the derived rows
+    they lock. The payload is
+    the one read with the due list: an event's payload is never changed after it is written."""
+    with transaction.atomic(durable=True):
+        locked = {event.pk for event in lock_due_events([event_id for event_id, _, _ in chunk])}
+        mine = [entry for entry in chunk if entry[0] in locked]
+        groups = defaultdict(list)  # the events of each kind, by the derived row each locks
+        for entry in sorted(mine, key=lambda e: _derived_lock_key(e[1], e[2])):
+            groups[entry[1].split(".", 1)[0]].append(entry)
+        # The rows of one kind are those of one table: kind after kind, by the last row each
+        # locks, the locks still ascend.
+        for kind, entries in sorted(groups.items(), key=lambda group: _derived_lock_key(*group[1][-1][1:])):
+            try:
+                HANDLERS[kind]([payload for _, _, payload in entries])
+            except Exception as exc:  # rolls the chunk back
+                if len(entries) == 1:
+                    raise _HandlerFailed(entries[0][0], exc) from exc
+                raise
+        _mark_done([event_id for event_id, _, _ in mine], now=now)
+    return [event_id for event_id, _, _ in mine]
+
+
+def _apply_one(event_id: int, *, now, report: DispatchReport) -> bool:
+    try:
+        with transaction.atomic(durable=True):
+            event = lock_due_event(event_id)
+            if event is None or event.state != EventState.PENDING:
+                return False  # another dispatcher has it, or already applied it
+            handler_for(event.event_type)([event.payload])
+            _mark_done([event.pk], now=now)
+        logger.info("settlement event applied", extra={"event": event_id, "job": event.job_id,
+                                                       "type": event.event_type})
+        return True
+    except Exception as exc:  # a handler bug or a database hiccup: retry later
+        _record_failure(event_id, exc, now=now, report=report)
+        return False
 
 
 def _mark_done(event_ids: list, *, now) -> None:

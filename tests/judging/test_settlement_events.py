@@ -44,8 +44,8 @@ def test_due_events_that_recompute_the_same_rows_run_their_handler_once(student,
         _judge(identity, verdict)
     runs = []
     real = events.HANDLERS["problem_stats"]
-    monkeypatch.setitem(events.HANDLERS, "problem_stats", lambda payload: (runs.append(payload["userId"]),
-                                                                          real(payload)))
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", lambda payloads: (
+        runs.extend(payload["userId"] for payload in payloads), real(payloads)))
     assert len(events_dispatch(now=timezone.now()).applied) == 4
     assert sorted(runs) == sorted([student.pk, other.pk]), "one recompute per student and problem"
     assert SettlementEvent.objects.exclude(state=EventState.DONE).count() == 0
@@ -115,8 +115,8 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
     _judge(identity)
     calls = []
 
-    def broken(payload):
-        calls.append(payload)
+    def broken(payloads):
+        calls.append(payloads)
         raise RuntimeError("statistics store is down")
 
     monkeypatch.setitem(events.HANDLERS, "problem_stats", broken)
@@ -131,6 +131,69 @@ def test_a_failing_handler_is_retried_with_backoff_then_marked_dead(student, pro
     assert SettlementEvent.objects.get().state == EventState.DEAD
 
 
+def _judge_all_then_dispatch_concurrently(identity, jobs: int, *, batch: int = 100) -> list:
+    """Settle `jobs` queued jobs as AC, then dispatch their events from four threads; the
+    event ids each applied, together."""
+    for job in claim(identity, free_slots=jobs):
+        settle(identity, judged(job, verdict="AC"))
+    now = timezone.now()
+
+    def dispatcher():
+        # Events another dispatcher holds are skipped, not waited for: keep passing until
+        # nothing is pending, as the periodic task would.
+        applied = []
+        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
+            applied += events_dispatch(now=now, batch=batch).applied
+        return applied
+
+    results = run_concurrently([dispatcher for _ in range(4)])
+    raise_first_error(results)
+    return [event_id for result in results for event_id in result]
+
+
+@pytest.mark.django_db
+def test_a_failing_handler_holds_back_its_own_event_only(problem, node_a, monkeypatch):
+    _, identity = node_a
+    students = [UserFactory() for _ in range(3)]
+    for user in students:
+        submit(user, problem)
+        _judge(identity, "AC")
+    broken_user = students[1].pk
+    real = events.HANDLERS["problem_stats"]
+
+    def flaky(payloads):
+        if any(payload["userId"] == broken_user for payload in payloads):
+            raise RuntimeError("statistics store is down")
+        real(payloads)
+
+    monkeypatch.setitem(events.HANDLERS, "problem_stats", flaky)
+    report = events_dispatch(now=timezone.now())
+    assert (len(report.applied), len(report.retried)) == (2, 1)
+    assert set(ProblemResult.objects.values_list("user_id", flat=True)) == {students[0].pk, students[2].pk}
+    pending = SettlementEvent.objects.get(state=EventState.PENDING)
+    assert pending.payload["userId"] == broken_user and "statistics store is down" in pending.last_error
+    assert FirstAccepted.objects.count() == 2
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("unlimited_submits")
+def test_concurrent_dispatchers_of_many_students_apply_each_event_once():
+    """Dispatchers applying events in chunks lock their students' rows in one order: none
+    waits on another for ever, and each student's statistics count every submission."""
+    students = [UserFactory() for _ in range(12)]
+    problems = [make_problem(languages=("python",)) for _ in range(2)]
+    _, identity = make_node(pool="python", max_slots=48, host_group=HostGroupFactory(total_slots=48))
+    for user in students:
+        for problem in problems:
+            submit(user, problem)
+            submit(user, problem)
+    applied = _judge_all_then_dispatch_concurrently(identity, 48, batch=10)
+    assert len(applied) == len(set(applied)) == 48
+    assert set(ProblemResult.objects.values_list("attempts", flat=True)) == {2}
+    assert ProblemResult.objects.count() == FirstAccepted.objects.count() == 24
+
+
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("unlimited_submits")
@@ -140,21 +203,7 @@ def test_concurrent_dispatchers_apply_each_event_once():
     _, identity = make_node(pool="python", max_slots=40, host_group=HostGroupFactory(total_slots=40))
     for _ in range(40):
         submit(student, problem)
-    for job in claim(identity, free_slots=40):
-        settle(identity, judged(job, verdict="AC"))
-    now = timezone.now()
-
-    def dispatcher():
-        # Events another dispatcher holds are skipped, not waited for: keep passing until
-        # nothing is pending, as the periodic task would.
-        applied = []
-        while SettlementEvent.objects.filter(state=EventState.PENDING).exists():
-            applied += events_dispatch(now=now).applied
-        return applied
-
-    results = run_concurrently([dispatcher for _ in range(4)])
-    raise_first_error(results)
-    applied = [event_id for result in results for event_id in result]
+    applied = _judge_all_then_dispatch_concurrently(identity, 40)
     assert len(applied) == len(set(applied)) == 40
     assert set(SettlementEvent.objects.values_list("attempts", flat=True)) == {1}
     assert FirstAccepted.objects.count() == 1
