@@ -5,6 +5,7 @@ history checker; the lab refuses to start over a leftover namespace and is torn 
 interrupted. Needs root and network namespaces: without them
 this fails, it does not skip."""
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.lab import net
-from bench.lab.lab import stop
+from bench.lab.lab import STATE, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.lab]
@@ -85,7 +86,8 @@ def test_an_interrupted_lab_tears_itself_down(no_lab):
             if line.startswith("lab: up"):
                 break
         assert net.leftovers(), "the lab was not up"
-        tmp = [p for p in Path("/tmp").glob("kece-lab-*")]
+        # This lab's own folder (another run's kept logs may lie beside it).
+        tmp = [Path(json.loads(STATE.read_text())["tmp"])]
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(60)
     finally:
