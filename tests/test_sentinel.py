@@ -85,7 +85,9 @@ class Topology:
         self.sentinels = [free_port() for _ in range(3)]
 
     def start(self) -> None:
-        server = [_binary("redis-server"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        # Their folder is the test's: a full resynchronisation writes an RDB file even without --save.
+        server = [_binary("redis-server"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                  "--dir", str(self.root)]
         self._spawn("primary", [*server, "--port", str(self.primary)])
         self._spawn("replica", [*server, "--port", str(self.replica), "--replicaof", "127.0.0.1", str(self.primary)])
         # The Sentinels learn the replica from the primary's INFO, which they read every ten
