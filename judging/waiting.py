@@ -248,11 +248,13 @@ class PoolWaiters:
                 self._look(pool, state)
 
     async def _listen_redis(self) -> None:
-        import redis.asyncio as aioredis
+        import kece.redis_clients as redis_clients
 
         delay = 0.5
         while self._wants_subscription():
-            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+            # A new client each time round: through Sentinel it asks again which server is the
+            # primary, so a failover ends this subscription and the next one is on the new primary.
+            client = redis_clients.async_client(socket_connect_timeout=1)
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.psubscribe(wakeups.CHANNEL_PREFIX + "*")

@@ -2,8 +2,9 @@
 
 Hints only — the job table is the truth. A hint is published after the transaction that
 made work claimable commits; a lost hint is covered by the waiters' rate-limited fallback
-poll. With REDIS_URL set, hints travel over Redis pub/sub between processes; without it an
-in-process notifier serves the embedded default.
+poll. With REDIS_URL set, hints travel over Redis pub/sub between processes (through the
+Sentinels' current primary with REDIS_SENTINELS); without it an in-process notifier serves
+the embedded default.
 """
 
 import logging
@@ -54,13 +55,11 @@ _redis_lock = threading.Lock()
 def redis_client():
     global _redis_client
     if _redis_client is None:
-        import redis
+        import kece.redis_clients as redis_clients
 
         with _redis_lock:
             if _redis_client is None:
-                _redis_client = redis.Redis.from_url(
-                    settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5
-                )
+                _redis_client = redis_clients.client(socket_connect_timeout=0.5, socket_timeout=0.5)
     return _redis_client
 
 

@@ -5,17 +5,29 @@ every cache call, and redis-py's constructor fills a table of some eighty respon
 callbacks each time: about 0.4 ms of CPU per call, more than the round trip itself, on
 every page that reads the status snapshot. A `redis.Redis` is safe to share between
 threads (each command takes a connection from the pool), so one per pool is enough.
+
+Django's backend knows one address per server and no Sentinel. With the option
+`"sentinels": True` (settings: REDIS_SENTINELS) the one client is `kece.redis_clients`'
+Sentinel-managed one, which follows the primary through a failover.
 """
 
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
+import kece.redis_clients as redis_clients
+
 
 class SharedClientRedisCacheClient(RedisCacheClient):
-    def __init__(self, servers, **options):
+    def __init__(self, servers, sentinels=False, **options):
         super().__init__(servers, **options)
         self._clients = {}
+        self._sentinels = sentinels
 
     def get_client(self, key=None, *, write=False):
+        if self._sentinels:
+            client = self._clients.get("sentinel")
+            if client is None:
+                client = self._clients["sentinel"] = redis_clients.client()
+            return client
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))
         if client is None:

@@ -82,9 +82,9 @@ _redis = None
 def _redis_client():
     global _redis
     if _redis is None:
-        import redis
+        import kece.redis_clients as redis_clients
 
-        _redis = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=DEADLINE_S, socket_timeout=DEADLINE_S)
+        _redis = redis_clients.client(socket_connect_timeout=DEADLINE_S, socket_timeout=DEADLINE_S)
     return _redis
 
 

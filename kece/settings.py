@@ -137,8 +137,61 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
+
+def _sentinels(name: str) -> list[tuple[str, int]]:
+    """"sentinel-1:26379,sentinel-2:26379" → [("sentinel-1", 26379), ("sentinel-2", 26379)]."""
+    found = []
+    for item in env.list(name, default=[]):
+        host, _, port = item.strip().rpartition(":")
+        try:
+            number = int(port)
+        except ValueError:
+            number = 0
+        if not host or not 1 <= number <= 65535:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not host:port")
+        found.append((host.strip("[]"), number))
+    return found
+
+
+# Redis behind Sentinel: every process (cache, wake-ups, the console's channel layer, the
+# Celery broker) asks these Sentinels which server is the primary, and asks again when that
+# server goes away or turns out to be a read-only replica, so a failover needs no restart.
+# REDIS_URL then gives only the database number and the data servers' password (its host is
+# not used); the Sentinels' own password is REDIS_SENTINEL_PASSWORD (or _FILE).
+REDIS_SENTINELS = _sentinels("REDIS_SENTINELS")
+REDIS_SENTINEL_MASTER = env.str("REDIS_SENTINEL_MASTER", default="")
+REDIS_SENTINEL_PASSWORD = _secret("REDIS_SENTINEL_PASSWORD", default="")
+if REDIS_SENTINELS:
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", REDIS_SENTINEL_MASTER):
+        raise ImproperlyConfigured("REDIS_SENTINEL_MASTER must name the Sentinels' master when REDIS_SENTINELS is set,"
+                                   f" got {REDIS_SENTINEL_MASTER!r}")
+    REDIS_URL = REDIS_URL or f"redis://{REDIS_SENTINEL_MASTER}/0"
+    if not REDIS_URL.startswith(("redis://", "rediss://")):
+        raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL (its database and password) with REDIS_SENTINELS")
+elif REDIS_SENTINEL_MASTER or REDIS_SENTINEL_PASSWORD:
+    raise ImproperlyConfigured("REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD need REDIS_SENTINELS")
+
+
+def _redis_data_params() -> dict:
+    """The database, user and password REDIS_URL gives for the data servers."""
+    from redis.connection import parse_url
+
+    try:
+        parsed = parse_url(REDIS_URL)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"REDIS_URL: {exc}") from exc
+    return {key: parsed[key] for key in ("db", "username", "password") if parsed.get(key) is not None}
+
+
+REDIS_DATA_PARAMS = _redis_data_params() if REDIS_SENTINELS else {}
+# How the Sentinels themselves are asked: a Sentinel that does not answer within a second is
+# passed over for the next.
+REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_timeout": 1, "socket_connect_timeout": 1}
+
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_SENTINELS:
+        CACHES["default"]["OPTIONS"] = {"sentinels": True}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "kece"}}
 
@@ -147,10 +200,27 @@ else:
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
                                   "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 10}}}
+    if REDIS_SENTINELS:
+        CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{
+            "sentinels": REDIS_SENTINELS, "master_name": REDIS_SENTINEL_MASTER,
+            "sentinel_kwargs": REDIS_SENTINEL_KWARGS, **REDIS_DATA_PARAMS}]
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+if REDIS_SENTINELS:
+    # Kombu's Sentinel transport: one sentinel:// address per Sentinel, each carrying the
+    # data servers' password and database.
+    from urllib.parse import quote
+
+    _auth = ""
+    if REDIS_DATA_PARAMS.get("password") is not None:
+        _auth = f"{quote(REDIS_DATA_PARAMS.get('username') or '', safe='')}:" \
+                f"{quote(REDIS_DATA_PARAMS['password'], safe='')}@"
+    CELERY_BROKER_URL = ";".join(f"sentinel://{_auth}{'[%s]' % host if ':' in host else host}:{port}/"
+                                 f"{REDIS_DATA_PARAMS.get('db', 0)}" for host, port in REDIS_SENTINELS)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER,
+                                       "sentinel_kwargs": REDIS_SENTINEL_KWARGS}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL

@@ -40,8 +40,11 @@ def python() -> str:
     return sys.executable
 
 
-def server_env(tmp: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KECE_", "DATABASE_URL", "REDIS_URL"))}
+SENTINEL_PORTS = (26379, 26380, 26381)
+
+
+def server_env(tmp: Path, sentinels: bool = True) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KECE_", "DATABASE_URL", "REDIS_"))}
     env.update({
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -62,6 +65,11 @@ def server_env(tmp: Path) -> dict:
         "KECE_USER_ACTIVE_MAX": "0", "KECE_USER_SUBMIT_RATE": "0",
         "KECE_EXAM_SUBMIT_RATE": "0", "KECE_EXAM_ACTIVE_MAX": "1000000",
     })
+    if sentinels:
+        # Every Redis user of the web hosts, the worker and this process asks the Sentinels
+        # on db2 which server is the primary (REDIS_URL then names only the database).
+        env.update({"REDIS_URL": "redis://primary/0", "REDIS_SENTINEL_MASTER": SENTINEL_MASTER,
+                    "REDIS_SENTINELS": ",".join(f"{address('db2')}:{port}" for port in SENTINEL_PORTS)})
     return env
 
 
@@ -89,10 +97,10 @@ def nginx_conf(tmp: Path) -> str:
 
 
 class Lab:
-    def __init__(self, *, log=print, sentinels: bool = False):
+    def __init__(self, *, log=print, sentinels: bool = True):
         self.log = log
-        # The server does not connect through Sentinel yet: a failover they start (the db host
-        # cut off) would leave every process writing to a demoted, read-only replica.
+        # The Sentinels on db2, and every process connecting through them (`--no-sentinels`:
+        # one Redis address, the primary's, as a single-host deployment has it).
         self.sentinels = sentinels
         self.tmp: Path | None = None
         self.procs: dict[str, subprocess.Popen] = {}
@@ -161,7 +169,7 @@ class Lab:
         started = time.monotonic()
         net.build()
         self.netem = net.netem_available()
-        self.env = server_env(self.tmp)
+        self.env = server_env(self.tmp, self.sentinels)
         self._mariadb()
         self._redis()
         net.enter("users")  # this process: the students' clients and the checker
@@ -205,9 +213,9 @@ class Lab:
         self.spawn("redis-replica", "db2", ["redis-server", "--bind", replica, "--port", "6379", "--save", "",
                                             "--appendonly", "no", "--dir", str(self.tmp), "--protected-mode", "no",
                                             "--replicaof", primary, "6379"])
-        for n in range(3 if self.sentinels else 0):
+        for n, port in enumerate(SENTINEL_PORTS if self.sentinels else ()):
             conf = self.tmp / f"sentinel-{n}.conf"
-            conf.write_text(f"bind {replica}\nport {26379 + n}\nprotected-mode no\n"
+            conf.write_text(f"bind {replica}\nport {port}\nprotected-mode no\n"
                             f"sentinel monitor {SENTINEL_MASTER} {primary} 6379 2\n"
                             f"sentinel down-after-milliseconds {SENTINEL_MASTER} 2000\n"
                             f"sentinel failover-timeout {SENTINEL_MASTER} 10000\n")
@@ -215,7 +223,7 @@ class Lab:
 
     def _django(self) -> None:
         for name, value in self.env.items():
-            if name.startswith(("KECE_", "DATABASE_URL", "REDIS_URL", "DJANGO_", "ALLOWED_HOSTS")):
+            if name.startswith(("KECE_", "DATABASE_URL", "REDIS_", "DJANGO_", "ALLOWED_HOSTS")):
                 os.environ[name] = value
         sys.path.insert(0, str(ROOT))
         import django
@@ -241,8 +249,11 @@ class Lab:
                    "openssl")
 
     def start_web(self, host: str) -> subprocess.Popen:
+        # Behind lb as Compose runs it: the scheme from lb's X-Forwarded-Proto (the console's
+        # WebSocket is checked against its https origin).
         return self.spawn(host, host, [python(), "-m", "kece.serve", "--workers", "1", "--host", address(host),
-                                       "--port", "8000", "--log-level", "warning"])
+                                       "--port", "8000", "--log-level", "warning", "--proxy-headers",
+                                       f"--forwarded-allow-ips={address('lb')}"])
 
     def wait_http(self, url: str, name: str, timeout: float = 90) -> None:
         import requests

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bench.lab import net
 from bench.lab.history import Figures, check, read, settlements
-from bench.lab.lab import LEASE_S, Lab, LabError, address, clean, new_key
+from bench.lab.lab import LEASE_S, SENTINEL_MASTER, SENTINEL_PORTS, Lab, LabError, address, clean, new_key
 
 SUBMIT = "/api/v1/submissions"
 
@@ -359,6 +359,176 @@ def scenario_e(lab: Lab, quick: bool) -> Outcome:
     return outcome
 
 
+# --- (f) the Redis primary killed: Sentinel fails over --------------------------------------
+
+def _sentinel(port: int = 26379):
+    import redis
+
+    return redis.Redis(host=address("db2"), port=port, socket_timeout=1, socket_connect_timeout=1,
+                       decode_responses=True)
+
+
+def _primary_named() -> str | None:
+    try:
+        return _sentinel().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER)[0]
+    except Exception:
+        return None
+
+
+def _sentinels_ready() -> bool:
+    """Every Sentinel knows the other two and the replica: a failover can be agreed on."""
+    for port in SENTINEL_PORTS:
+        try:
+            pairs = _sentinel(port).execute_command("SENTINEL", "MASTER", SENTINEL_MASTER)
+        except Exception:
+            return False
+        view = dict(zip(pairs[::2], pairs[1::2]))
+        if view.get("num-other-sentinels") != "2" or view.get("num-slaves") != "1":
+            return False
+    return True
+
+
+def _wake_up_subscribers(host: str) -> int:
+    """The wake-up subscriptions on the Redis at `host` (one per web process)."""
+    import redis
+
+    try:
+        return redis.Redis(host=address(host), socket_timeout=1, socket_connect_timeout=1).execute_command(
+            "PUBSUB", "NUMPAT")
+    except Exception:
+        return 0
+
+
+class ConsoleWatcher:
+    """An admin's console page: its live WebSocket through `lb`, reconnecting as the page does
+    when the socket closes, every message's time written down."""
+
+    def __init__(self, lab: Lab):
+        from django.conf import settings
+        from django.db import connection
+        from django.test import Client
+
+        from tests.api.helpers import make_admin
+
+        try:
+            browser = Client()
+            browser.force_login(make_admin(f"lab-admin-{new_key()[:8]}"))
+            self.cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+        finally:
+            connection.close()
+        self.messages: list[tuple[float, str]] = []
+        self.connects: list[float] = []
+        self.error = None
+        self.refusals: dict[str, int] = {}
+        self.attempts = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import ssl
+
+        from websockets.sync.client import connect
+
+        origin = f"https://{address('lb')}"
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        while not self.stopping.is_set():
+            self.attempts += 1
+            try:
+                with connect(origin.replace("https://", "wss://") + "/ws/admin/judgers", ssl=context, origin=origin,
+                             additional_headers={"Cookie": self.cookie}, open_timeout=5) as socket_:
+                    self.connects.append(time.time())
+                    while not self.stopping.is_set():
+                        try:
+                            message = json.loads(socket_.recv(timeout=0.5))
+                        except TimeoutError:
+                            continue
+                        self.messages.append((time.time(), message.get("type")))
+            except Exception as error:
+                self.error = f"{type(error).__name__}: {error}"
+                self.refusals[self.error] = self.refusals.get(self.error, 0) + 1
+                self.stopping.wait(0.5)
+
+    def first_change_after(self, moment: float) -> float | None:
+        return next((t for t, kind in self.messages if kind == "changed" and t > moment), None)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+
+def scenario_f(lab: Lab, quick: bool) -> Outcome:
+    jobs = 100 if quick else 300
+    print(f"(f) the Redis primary SIGKILLed mid-burst ({jobs} submissions); the Sentinels promote the replica")
+    if not lab.sentinels:
+        raise LabError("(f) needs the Sentinels: run without --no-sentinels")
+    wait_for(_sentinels_ready, "the Sentinels to know each other and the replica", 30)
+    since = last_submission_id()
+    console = ConsoleWatcher(lab)
+    marks: dict = {}
+
+    def follow_failover():
+        marks["promoted"] = wait_for(lambda: _primary_named() == address("db2") and time.time(),
+                                     "the Sentinels' promotion", 60, notes)
+        marks["wake-ups"] = wait_for(lambda: _wake_up_subscribers("db2") >= 2 and time.time(),
+                                     "both web hosts' wake-up subscriptions on the new primary", 60, notes)
+
+    notes: dict = {}
+    watcher = threading.Thread(target=follow_failover)
+
+    def kill_primary(accepted: int):
+        if accepted >= jobs // 3 and "killed" not in marks:
+            marks["killed"] = time.time()
+            os.killpg(lab.procs["redis"].pid, signal.SIGKILL)
+            watcher.start()
+
+    fallback_before = _fallback_polls(lab)
+    run = _burst(lab, "f", jobs, during=kill_primary)
+    watcher.join()
+    # After the failover: more submissions, whose judging the console must show again.
+    after = time.time()
+    late = Users(lab, 2).burst(20, 2)
+    drain(late, 60)
+    shown = wait_for(lambda: console.first_change_after(after), "a console update after the failover", 15, notes)
+    resumed = console.first_change_after(marks.get("promoted") or marks["killed"])
+    outcome = finish(lab, "f", since, run)
+    console.stop()
+    killed = marks["killed"]
+    notes.update({
+        "promoted after s": round(marks["promoted"] - killed, 1) if marks.get("promoted") else None,
+        "wake-up subscriptions back after s": round(marks["wake-ups"] - killed, 1) if marks.get("wake-ups") else None,
+        "first console update after the promotion, after s": round(resumed - killed, 1) if resumed else None,
+        "console refusals": console.refusals,
+        "console (re)connects": f"{len(console.connects)} of {console.attempts}", "console messages": len(console.messages),
+        "fallback polls during the burst": _fallback_polls(lab) - fallback_before,
+        "makespan s": run["makespan s"], "ideal s": run["ideal s"], "accepted": run["accepted"],
+        "user errors": run["user errors"]})
+    if shown is None or not marks.get("wake-ups"):
+        notes["failed"] = True
+        notes["console's last error"] = console.error
+    outcome.notes.update(notes)
+    print("  [f] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    # A standby again for the scenarios after: the old primary's server back, as a replica.
+    lab.spawn("redis", "db", ["redis-server", "--bind", address("db"), "--port", "6379", "--save", "",
+                              "--appendonly", "no", "--dir", str(lab.tmp), "--protected-mode", "no",
+                              "--replicaof", address("db2"), "6379"])
+    return outcome
+
+
+def _fallback_polls(lab: Lab) -> float:
+    """The web processes' fallback looks so far (`kece_wakeup_fallback_polls_total`; the web
+    hosts keep their metrics in one folder, so one scrape counts both)."""
+    import requests
+
+    try:
+        text = requests.get(f"http://{address('web1')}:8000/metrics", timeout=5).text
+    except requests.RequestException:
+        return float("nan")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("kece_wakeup_fallback_polls_total"))
+
+
 # --- (g) the database host cut off ---------------------------------------------------------
 
 def reconcile_findings() -> dict:
@@ -483,7 +653,7 @@ def scenario_h(lab: Lab, quick: bool) -> Outcome:
 
 
 SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e,
-             "g": scenario_g, "h": scenario_h}
+             "f": scenario_f, "g": scenario_g, "h": scenario_h}
 
 
 def main(argv: list[str]) -> int:
@@ -493,9 +663,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS),
                         help=f"which to run ({' '.join(SCENARIOS)}; default all); `clean` tears a left lab down")
     parser.add_argument("--quick", action="store_true", help="shorter bursts (the CI variant)")
-    parser.add_argument("--sentinels", action="store_true",
-                        help="run the three Sentinels on db2 (they fail the primary over when db is cut off,"
-                             " which the server does not follow yet)")
+    parser.add_argument("--no-sentinels", action="store_true",
+                        help="no Sentinels on db2: every process uses the primary's one address (not with f)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -505,7 +674,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     outcomes = []
     try:
-        with Lab(sentinels=args.sentinels) as lab:
+        with Lab(sentinels=not args.no_sentinels) as lab:
             for key in args.scenarios:
                 started = time.monotonic()
                 outcome = SCENARIOS[key](lab, args.quick)

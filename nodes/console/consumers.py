@@ -39,7 +39,14 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=REFUSED)
             return
         live.remember_consumer_loop(asyncio.get_running_loop())
-        await self.channel_layer.group_add(live.GROUP, self.channel_name)
+        try:
+            await self.channel_layer.group_add(live.GROUP, self.channel_name)
+        except Exception:
+            # Redis unreachable (down, or failing over to a replica): refused, not a 500; the
+            # page tries again with its backoff.
+            logger.warning("the console socket could not join its group", exc_info=True)
+            await self.close(code=UNCHECKED)
+            return
         await self.accept()
         await self.send_json({"type": "live"})
         self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))

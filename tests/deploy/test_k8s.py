@@ -242,10 +242,16 @@ def test_mysql_and_redis_are_external_services_the_settings_name(example):
         assert service["spec"]["type"] == "ExternalName" and service["spec"]["externalName"]
     assert urlsplit(config(example)["REDIS_URL"]).hostname == "kece-redis"
     sentinel = find(example, "Service", "kece-redis-sentinel")
-    assert "selector" not in sentinel["spec"]
+    assert "selector" not in sentinel["spec"] and sentinel["spec"]["clusterIP"] == "None"
     slices = [o for o in example if o["kind"] == "EndpointSlice"
               and o["metadata"]["labels"]["kubernetes.io/service-name"] == "kece-redis-sentinel"]
     assert slices and all(e["addresses"] for s in slices for e in s["endpoints"])
+    # The settings name each Sentinel by the DNS name its endpoint's hostname gives it under
+    # the headless Service, on the Service's port, and the primary by the name they watch.
+    port = sentinel["spec"]["ports"][0]["port"]
+    named = {f"{e['hostname']}.kece-redis-sentinel:{port}" for s in slices for e in s["endpoints"]}
+    assert set(config(example)["REDIS_SENTINELS"].split(",")) == named and len(named) == 3
+    assert config(example)["REDIS_SENTINEL_MASTER"]
 
 
 # --- beat, workers, migrations -----------------------------------------------------------------

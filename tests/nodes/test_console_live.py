@@ -66,6 +66,31 @@ def test_a_non_admin_is_refused(who, memory_layer):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_without_redis_the_socket_is_refused_and_the_page_may_try_again(settings):
+    from channels.layers import channel_layers
+
+    from tests.live import free_port
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]}}}
+    channel_layers.backends.clear()
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket(ORIGIN, cookie)
+        connected, code = await socket.connect(timeout=30)
+        # What the page sees is that answer; the consumer's own loop on the channel layer fails
+        # after it (without Redis) and is only logged by the server.
+        socket.future.cancel()
+        return connected, code
+
+    try:
+        assert async_to_sync(scenario)() == (False, 1011)
+    finally:
+        channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_another_sites_page_cannot_open_it_with_an_admins_cookie(memory_layer):
     cookie = _cookie(make_admin())
 
