@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.lab import net
 from bench.lab.history import Figures, check, read, settlements
-from bench.lab.lab import LEASE_S, Lab, LabError, address, clean, new_key
+from bench.lab.lab import LEASE_S, Lab, LabError, _port_open, address, clean, new_key
 
 SUBMIT = "/api/v1/submissions"
 
@@ -501,16 +501,6 @@ JUDGE_POOLS = {"python": "a1", "cpp": "a2", "java": "a3", "arkts": "a1", "mysql"
 JUDGE_DB_PORT = 6390
 
 
-def _answers(host: str, port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 def _pool_figures(started) -> dict:
     """Per pool, from the database: makespan (first submission to last settlement), queue
     wait (submission to its last lease) p50 and max, and SYSTEM_ERRORs."""
@@ -580,7 +570,7 @@ def _mixed_run(lab: Lab, label: str, per_pool: int, stall_s: float) -> tuple[Out
     judge_db = f"judge-db-{label}"
     lab.spawn(judge_db, JUDGE_POOLS["mysql"], ["redis-server", "--bind", address(JUDGE_POOLS["mysql"]), "--port",
                                                 str(JUDGE_DB_PORT), "--save", "", "--appendonly", "no"])
-    lab.wait(lambda: _answers(address(JUDGE_POOLS["mysql"]), JUDGE_DB_PORT), judge_db, 20)
+    lab.wait(lambda: _port_open(address(JUDGE_POOLS["mysql"]), JUDGE_DB_PORT), judge_db, 20)
     agents = {}
     for pool, host in JUDGE_POOLS.items():
         env = {**lab.env, "LAB_JUDGE_DB": f"{address(host)}:{JUDGE_DB_PORT}"} if pool == "mysql" else None
