@@ -73,6 +73,7 @@ def test_the_lab_refuses_a_leftover_namespace_and_clean_removes_it(no_lab):
 
 
 def test_an_interrupted_lab_tears_itself_down(no_lab):
+    kept = set(Path("/tmp").glob("kece-lab-*"))  # earlier labs' folders kept on purpose (KECE_LAB_KEEP_LOGS)
     proc = subprocess.Popen([sys.executable, "-m", "bench.lab", "c"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -80,7 +81,8 @@ def test_an_interrupted_lab_tears_itself_down(no_lab):
             if line.startswith("lab: up"):
                 break
         assert net.leftovers(), "the lab was not up"
-        tmp = [p for p in Path("/tmp").glob("kece-lab-*")]
+        tmp = [p for p in Path("/tmp").glob("kece-lab-*") if p not in kept]
+        assert tmp, "the lab made no folder"
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(60)
     finally:
