@@ -40,7 +40,7 @@ def _measure() -> float | None:
     db = connection.settings_dict
     try:
         link = MySQLdb.connect(host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306), user=db["USER"],
-                               passwd=db["PASSWORD"] or "", connect_timeout=2)
+                               passwd=db["PASSWORD"] or "", connect_timeout=2, read_timeout=2, write_timeout=2)
     except MySQLdb.Error:
         return None
     try:
@@ -50,6 +50,8 @@ def _measure() -> float | None:
         cursor.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
         database = float(cursor.fetchone()[0])
         after = time.time()
+    except MySQLdb.Error:
+        return None  # the link stalled after the connect (bounded as the connect is)
     finally:
         link.close()
     return (before + after) / 2 - database

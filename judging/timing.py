@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 
 def lease_ttl() -> timedelta:
@@ -25,3 +26,12 @@ def retry_backoff(attempts: int) -> timedelta:
 
 def ms_between(later, earlier) -> int:
     return max(0, int((later - earlier).total_seconds() * 1000))
+
+
+def now_under_locks(now):
+    """The time to check a lease's deadline by once its rows are locked: the caller's `now`
+    (when the request arrived, which the writes keep), or this process's clock if it has
+    moved on since. A request that waited on a lock, or on a link that stalled before its
+    transaction began, must not keep a lease that expired while it waited (and that the
+    reaper or the node's retry may have been answered about meanwhile)."""
+    return max(now, timezone.now())

@@ -28,8 +28,8 @@ _thread_state = threading.local()
 def _call_pooled(function, args, kwargs):
     """Run `function` on a lane thread, which keeps one database connection for its life.
 
-    A connection idle for a while is pinged before use; an error that escapes closes it,
-    and one the task handled closes it if it no longer answers (the next task reconnects).
+    A connection idle for a while is pinged before use; a database error, escaped or
+    handled by the task, closes it (the next task reconnects).
     The connection is kept whatever CONN_MAX_AGE says: the lane is small and fixed, so its
     connections are too.
     """
@@ -45,12 +45,11 @@ def _call_pooled(function, args, kwargs):
         if connection.in_atomic_block or connection.needs_rollback:
             connection.close()  # never hand a half-open transaction to the next task
         elif connection.errors_occurred:
-            # A database error the task handled itself (a view's error answer): the
-            # connection may be dead (a server restart); keep it only if it still answers.
-            if connection.is_usable():
-                connection.errors_occurred = False
-            else:
-                connection.close()
+            # A database error the task handled itself (a view's error answer, a 503): the
+            # connection may be dead (a server restart) or never made (a connect that
+            # failed). Closed rather than pinged: on a stalled link a ping would hold this
+            # answer for another read timeout, and the next task's connect is cheap.
+            connection.close()
         _thread_state.last_use = time.monotonic()
 
 

@@ -35,6 +35,18 @@ def _positive_ms(name: str, default: int) -> int:
     return value
 
 
+def _seconds(name: str, default: int, *, none: int | None = None) -> int:
+    """Whole seconds (mysqlclient's timeouts are); `none`: the value that means no bound."""
+    try:
+        value = env.int(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a whole number of seconds: {exc}") from exc
+    if value <= 0 and value != none:
+        allowed = "a positive number of seconds" + (f" or {none} (none)" if none is not None else "")
+        raise ImproperlyConfigured(f"{name} must be {allowed}, got {value}")
+    return value
+
+
 DEBUG = env.bool("DEBUG", default=False)
 
 SECRET_KEY = _secret("SECRET_KEY", default="")
@@ -125,6 +137,17 @@ else:
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options.setdefault("isolation_level", "read committed")
     options.setdefault("charset", "utf8mb4")
+    # A database host that stops answering (a cut link, a paused server) fails a request
+    # within these bounds, answered 503 with Retry-After, instead of holding it, its thread
+    # and its client for as long as the outage lasts. The web tier's statements take
+    # milliseconds (a lock wait under load, tens of them) and periodic work goes in small
+    # batches, so 10 s is far from any legitimate statement; the few that scan whole tables
+    # (`migrate`, `reconcile`) run without the read and write bounds (`kece.mysql`).
+    options.setdefault("connect_timeout", _seconds("KECE_DB_CONNECT_TIMEOUT_S", 5))
+    for option, name in (("read_timeout", "KECE_DB_READ_TIMEOUT_S"), ("write_timeout", "KECE_DB_WRITE_TIMEOUT_S")):
+        bound = _seconds(name, 10, none=0)
+        if bound:
+            options.setdefault(option, bound)
     DATABASES["default"].setdefault("TEST", {})
     DATABASES["default"]["TEST"].setdefault("CHARSET", "utf8mb4")
     DATABASES["default"]["TEST"].setdefault("COLLATION", "utf8mb4_unicode_ci")

@@ -3,6 +3,7 @@ hung, unmigrated, and with Redis stopped."""
 
 import concurrent.futures
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -257,6 +258,7 @@ class OwnStack:
 
     def __init__(self, mariadb: MariaDBOfOurOwn):
         self.mariadb, self.redis_port, self.redis, self.http = mariadb, free_port(), None, None
+        self.server = None
 
     def start_redis(self):
         self.redis = start_redis(self.redis_port)
@@ -292,12 +294,16 @@ def own_stack(tmp_path_factory):
         stack.mariadb.install()
         stack.mariadb.start()
         stack.start_redis()
+        # Statements and connects bounded in whole seconds, short for the test (10 s and 5 s
+        # by default): a request during the stall fails within a few of them.
         server = LiveServer.for_database(stack.mariadb.create_database("kece"), log_path=root / "server.log",
-                                         env={"REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}/0"})
+                                         env={"REDIS_URL": f"redis://127.0.0.1:{stack.redis_port}/0",
+                                              "KECE_DB_CONNECT_TIMEOUT_S": 2, "KECE_DB_READ_TIMEOUT_S": 2,
+                                              "KECE_DB_WRITE_TIMEOUT_S": 2})
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=server.env,
                        check=True, timeout=300)
         with server:
-            stack.http = OverHttp(server.url)
+            stack.server, stack.http = server, OverHttp(server.url)
             yield stack
     finally:
         stack.mariadb.remove()
@@ -353,3 +359,72 @@ def test_with_its_mariadb_and_redis_really_stopped_a_server_is_not_ready_and_nam
     stack.mariadb.start()
     stack.start_redis()
     stack.until_ready()
+
+
+# --- requests while the database stalls --------------------------------------------------------
+
+# Run in the live server's environment (its own database): a student with an API token, a
+# problem, and an enabled python node, as JSON.
+_POPULATE = """
+import json, django
+django.setup()
+from rest_framework.authtoken.models import Token
+from tests.factories import UserFactory, make_node, make_problem
+node, _ = make_node(pool="python", max_slots=2)
+print(json.dumps({"token": Token.objects.create(user=UserFactory()).key, "problem": make_problem(languages=("python",)).pk,
+                  "credential": node.secret, "session": node.session_epoch}))
+"""
+
+
+def _populate(server) -> dict:
+    done = subprocess.run([sys.executable, "-c", _POPULATE], cwd=ROOT, env=server.env, capture_output=True, text=True,
+                          check=True, timeout=120)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _unavailable(answer: requests.Response) -> bool:
+    return (answer.status_code == 503 and answer.json()["error"] == "unavailable"
+            and int(answer.headers["Retry-After"]) > 0)
+
+
+def test_with_its_mariadb_paused_requests_answer_503_at_once_and_their_retries_lose_nothing(stack):
+    """mariadbd stopped (SIGSTOP) as a stalled database host: a submission and a node's
+    result and claim are answered 503 `unavailable` with Retry-After within the database
+    bounds, not when the stall ends; once it ends, the submission retried under its
+    Idempotency-Key and the result posted again are each taken once."""
+    stack.until_ready()
+    made = _populate(stack.server)
+    user = requests.Session()
+    user.headers["Authorization"] = f"Token {made['token']}"
+    node = NodeClient(stack.server.url, credential=made["credential"], session=made["session"])
+    code = {"problemId": made["problem"], "language": "python", "code": "print(1)"}
+
+    def submitted(key):
+        return user.post(stack.server.url + "/api/v1/submissions", json=code, headers={"Idempotency-Key": key},
+                         timeout=15)
+
+    assert submitted("before").status_code == 202
+    assert node.heartbeat().status_code == 200
+    [job] = node.claim().json()["jobs"]
+    result = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 5,
+              "memoryKb": 1024, "cases": [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 5, "memoryKb": 1024,
+                         "score": c["weight"]} for c in job["cases"]]}
+
+    stack.mariadb.pause()
+    try:
+        # Each twice: the first fails on its thread's connection, the retry on a connect.
+        during = [(name, call()) for _ in range(2) for name, call in (
+            ("submit", lambda: submitted("during")),
+            ("result", lambda: node.post(f"jobs/{job['jobId']}/result", result, timeout=15)),
+            ("claim", lambda: node.claim(timeout=15)))]
+    finally:
+        stack.mariadb.resume()
+    assert all(_unavailable(answer) for _, answer in during), \
+        [(name, answer.status_code, answer.text) for name, answer in during]
+
+    again = submitted("during")
+    assert again.status_code == 202, again.text
+    assert submitted("during").json()["submissionId"] == again.json()["submissionId"]
+    posted = node.result(job["jobId"], result)
+    assert (posted.status_code, posted.json()["status"]) == (200, "settled"), posted.text
+    assert node.result(job["jobId"], result).json()["status"] == "duplicate"

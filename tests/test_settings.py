@@ -142,3 +142,29 @@ def test_retention_ages_default_to_a_term_and_more_and_zero_or_empty_keeps_forev
 def test_a_bad_retention_setting_stops_the_start_and_names_itself(name, value):
     run = _retention_of(**{name: value})
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and name in run.stderr
+
+
+DATABASE_BOUNDS = ("import django; django.setup(); from django.conf import settings as s; import json; "
+                   "o = s.DATABASES['default']['OPTIONS']; "
+                   "print(json.dumps([o.get(k) for k in ('connect_timeout', 'read_timeout', 'write_timeout')]))")
+
+
+def _database_bounds_of(**env):
+    return _shown_in_development(DATABASE_BOUNDS, DATABASE_URL="mysql://kece@db.invalid/kece", **env)
+
+
+def test_database_connects_and_statements_are_bounded_by_default_and_zero_lifts_a_statement_bound():
+    run = _database_bounds_of()
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [5, 10, 10]
+    run = _database_bounds_of(KECE_DB_CONNECT_TIMEOUT_S="2", KECE_DB_READ_TIMEOUT_S="0", KECE_DB_WRITE_TIMEOUT_S="30")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [2, None, 30]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("KECE_DB_CONNECT_TIMEOUT_S", "0"), ("KECE_DB_READ_TIMEOUT_S", "-1"), ("KECE_DB_WRITE_TIMEOUT_S", "2.5"),
+])
+def test_a_bad_database_bound_stops_the_start_and_names_itself(name, value):
+    run = _database_bounds_of(**{name: value})
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and name in run.stderr

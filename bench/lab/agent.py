@@ -9,6 +9,8 @@ every result answer to a history file (JSON lines) for the checker.
 
 import argparse
 import json
+import os
+import socket
 import threading
 import time
 
@@ -62,7 +64,18 @@ class Agent:
                 self.free.release()
         threading.Event().wait()  # its jobs judged and renewed until it is stopped
 
+    def ask_judge_db(self) -> None:
+        """What a SQL job needs of the pool's judge database: an answer. Asked without a
+        timeout, as a statement in flight waits for its server: a stalled judge database
+        holds the job (its lease renewed meanwhile) until it answers again."""
+        host, port = self.args.judge_db.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as link:
+            link.sendall(b"PING\r\n")
+            link.recv(16)
+
     def judge(self, job: dict) -> None:
+        if self.args.judge_db:
+            self.ask_judge_db()
         time.sleep(self.args.judge_s)
         cases = [{"ordinal": c["ordinal"], "verdict": "AC", "timeMs": 1, "memoryKb": 1, "score": c["weight"]}
                  for c in job["cases"]]
@@ -119,6 +132,8 @@ def main():
     parser.add_argument("--wait-ms", type=int, default=5000)
     parser.add_argument("--jobs", type=int, default=0, help="claim no more than this many (0: no limit)")
     parser.add_argument("--history", required=True)
+    parser.add_argument("--judge-db", default=os.environ.get("LAB_JUDGE_DB", ""),
+                        help="host:port of the judge database each job asks first (a Redis PING stands in)")
     agent = Agent(parser.parse_args())
     agent.record("started")
     threading.Thread(target=agent.renew_loop, daemon=True).start()

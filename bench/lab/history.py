@@ -149,10 +149,12 @@ def settlements(submission_ids=None) -> list[dict]:
     submissions), its state, its settled lease and its outbox events. Needs Django set up."""
     from django.db.models import Count, Q
 
-    from judging.models import JobKind, JudgeJob, SettlementEvent
+    from judging.models import JobKind, JudgeJob, SettlementEvent, SubmissionType
     from judging.services.outcomes import PROBLEM_STATS
 
-    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE)
+    # The students' submissions the checker follows are ALGO ones: an SQL submission's id is
+    # of another sequence, and the same number names another submission.
+    jobs = JudgeJob.objects.filter(kind=JobKind.JUDGE, submission_type=SubmissionType.ALGO)
     if submission_ids is not None:
         jobs = jobs.filter(submission_id__in=list(submission_ids))
     events = dict(SettlementEvent.objects.filter(event_type=PROBLEM_STATS, job__in=jobs)

@@ -61,6 +61,8 @@ def server_env(tmp: Path, sentinels: bool = True) -> dict:
         "KECE_CLAIM_WAIT_MS": "5000",
         "KECE_CLAIM_FALLBACK_MS": "1000",
         "KECE_DB_THREADS": "2", "KECE_WEB_THREADS": "2", "KECE_ADMIN_THREADS": "1",
+        # The database bounds scaled with the lease as the other timings are (10 s beside 60 s).
+        "KECE_DB_CONNECT_TIMEOUT_S": "2", "KECE_DB_READ_TIMEOUT_S": "2", "KECE_DB_WRITE_TIMEOUT_S": "2",
         # The lab's students submit as fast as a burst asks: fair use's per-user limits off.
         "KECE_USER_ACTIVE_MAX": "0", "KECE_USER_SUBMIT_RATE": "0",
         "KECE_EXAM_SUBMIT_RATE": "0", "KECE_EXAM_ACTIVE_MAX": "1000000",

@@ -10,10 +10,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.lab import net
 from bench.lab.history import Figures, check, read, settlements
-from bench.lab.lab import LEASE_S, SENTINEL_MASTER, SENTINEL_PORTS, Lab, LabError, address, clean, new_key
+from bench.lab.lab import LEASE_S, SENTINEL_MASTER, SENTINEL_PORTS, Lab, LabError, _port_open, address, clean, \
+    new_key
 
 SUBMIT = "/api/v1/submissions"
 
@@ -54,14 +56,14 @@ class Users:
         with self.lock:
             self.out.write(json.dumps({"t": time.time(), "kind": "submit", **op}) + "\n")
 
-    def submit(self, n: int, retries: int = 20) -> int | None:
+    def submit(self, n: int, retries: int = 20, problem=None, language: str = "python") -> int | None:
         import requests
 
         session = getattr(self.local, "session", None)
         if session is None:
             session = self.local.session = requests.Session()
         key, token = new_key(), self.tokens[n % len(self.tokens)]
-        body = {"problemId": self.lab.problem.pk, "language": "python", "code": f"print(1)  # {key}\n"}
+        body = {"problemId": (problem or self.lab.problem).pk, "language": language, "code": f"print(1)  # {key}\n"}
         for _ in range(retries):
             sent = time.time()
             try:
@@ -573,15 +575,27 @@ def scenario_g(lab: Lab, quick: bool) -> Outcome:
         statuses[label] = statuses.get(label, 0) + 1
     settled_after = [op["t"] for name in agents for op in lab.agent_ops(name)
                      if op["kind"] == "result" and op.get("status") == "settled" and op["t"] > marks["restored"]]
+    accepted_after = [op["t"] for op in read(lab.history_files()) if op["kind"] == "submit"
+                      and op.get("status") == 202 and op["sent"] > marks["restored"]]
+    results_during = {}
+    for name in agents:
+        for op in lab.agent_ops(name):
+            if op["kind"] in ("result", "result_try") and marks["cut"] <= op["t"] <= marks["restored"] + 2:
+                label = str(op.get("status") or op.get("error") or "no answer")
+                results_during[label] = results_during.get(label, 0) + 1
     notes = {"answers during the cut": statuses,
              "slowest answer s": max((op.get("seconds") or 0 for op in during), default=None),
+             "agents' result answers during the cut": results_during,
+             "first submission accepted after the restore s":
+                 round(min(accepted_after) - marks["restored"], 1) if accepted_after else None,
              "first settlement after the restore s":
                  round(min(settled_after) - marks["restored"], 1) if settled_after else None}
     outcome = finish(lab, "g", since, notes)
     findings = reconcile_findings()
     notes["reconcile findings (half-written rows)"] = findings or "none"
-    notes["failed"] = bool(findings) or not settled_after or any(
-        label.startswith("5") and "Retry-After" not in label for label in statuses)
+    # The promise: clear 503s with Retry-After while the database is away, never another 5xx.
+    notes["failed"] = bool(findings) or not settled_after or "503 with Retry-After" not in statuses or any(
+        label.startswith("5") and label != "503 with Retry-After" for label in statuses)
     print("  [g] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
     return outcome
 
@@ -652,8 +666,155 @@ def scenario_h(lab: Lab, quick: bool) -> Outcome:
     return outcome
 
 
+# --- (i) the mysql pool's judge database stalled ------------------------------------------
+
+JUDGE_POOLS = {"python": "a1", "cpp": "a2", "java": "a3", "arkts": "a1", "mysql": "a4"}  # pool -> agent host
+JUDGE_DB_PORT = 6390
+
+
+def _pool_figures(started) -> dict:
+    """Per pool, from the database: makespan (first submission to last settlement), queue
+    wait (submission to its last lease) p50 and max, and SYSTEM_ERRORs."""
+    from django.db import connection
+
+    from judging.models import JobState, JudgeJob
+
+    try:
+        rows = list(JudgeJob.objects.filter(created_at__gte=started, kind="JUDGE").values_list(
+            "pool", "created_at", "started_at", "finished_at", "state"))
+    finally:
+        connection.close()
+    figures = {}
+    for pool in JUDGE_POOLS:
+        jobs = [r for r in rows if r[0] == pool]
+        if not jobs:
+            continue
+        waits = sorted((r[2] - r[1]).total_seconds() for r in jobs if r[2])
+        ends = [r[3] for r in jobs if r[3]]
+        figures[pool] = {
+            "jobs": len(jobs), "makespan s": round((max(ends) - min(r[1] for r in jobs)).total_seconds(), 1) if ends
+            else None, "queue wait p50 s": round(waits[len(waits) // 2], 2) if waits else None,
+            "queue wait max s": round(waits[-1], 2) if waits else None,
+            "SYSTEM_ERROR": sum(r[4] == JobState.FAILED for r in jobs)}
+    return figures
+
+
+def _sql_settled(accepted: list[int], timeout: float) -> dict:
+    """The SQL submissions (their own type, which the history checker's ids do not tell apart
+    from the others): wait for every verdict, then count each one's settled jobs."""
+    from django.db import connection
+    from django.db.models import Count
+
+    from judging.models import DbSubmission, JobState, JudgeJob, SubmissionType
+
+    end = time.monotonic() + timeout
+    try:
+        while time.monotonic() < end and DbSubmission.objects.filter(pk__in=accepted, verdict__isnull=True).exists():
+            time.sleep(0.5)
+        settled = dict(JudgeJob.objects.filter(
+            submission_type=SubmissionType.SQL, submission_id__in=accepted, kind="JUDGE",
+            state__in=(JobState.COMPLETED, JobState.FAILED)).values("submission_id").annotate(
+            n=Count("id")).values_list("submission_id", "n"))
+    finally:
+        connection.close()
+    return {"accepted": len(accepted), "settled once": sum(settled.get(pk) == 1 for pk in accepted),
+            "lost": sum(pk not in settled for pk in accepted), "duplicated": sum(n > 1 for n in settled.values())}
+
+
+def _mixed_run(lab: Lab, label: str, per_pool: int, stall_s: float) -> tuple[Outcome, dict, dict]:
+    """A burst mixed over the five pools, one node of 2 slots each; with `stall_s`, the mysql
+    agents' judge database (on their own host) paused by SIGSTOP as the burst starts."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from bench.acceptance import LANGUAGE
+    from bench.dispatch import make_nodes
+    from tests.factories import make_problem
+
+    since, started = last_submission_id(), timezone.now()
+    try:
+        problems = {pool: make_problem(kind="SQL" if pool == "mysql" else "ALGO", languages=(LANGUAGE[pool],),
+                                       cases=2) for pool in JUDGE_POOLS}
+        nodes = {pool: make_nodes(1, 2, pool=pool)[0] for pool in JUDGE_POOLS}
+    finally:
+        connection.close()
+    judge_db = f"judge-db-{label}"
+    lab.spawn(judge_db, JUDGE_POOLS["mysql"], ["redis-server", "--bind", address(JUDGE_POOLS["mysql"]), "--port",
+                                                str(JUDGE_DB_PORT), "--save", "", "--appendonly", "no"])
+    lab.wait(lambda: _port_open(address(JUDGE_POOLS["mysql"]), JUDGE_DB_PORT), judge_db, 20)
+    agents = {}
+    for pool, host in JUDGE_POOLS.items():
+        env = {**lab.env, "LAB_JUDGE_DB": f"{address(host)}:{JUDGE_DB_PORT}"} if pool == "mysql" else None
+        agents[pool] = lab.start_agent(host, nodes[pool], slots=2, judge_s=0.3, env=env)
+    users, sql_users = Users(lab, 8), Users(lab, 2)
+    plan = [pool for _ in range(per_pool) for pool in JUDGE_POOLS]
+    sql_accepted: list[int] = []
+
+    def one(n):
+        pool = plan[n]
+        submission = (sql_users if pool == "mysql" else users).submit(n, problem=problems[pool],
+                                                                       language=LANGUAGE[pool])
+        if pool == "mysql" and submission is not None:
+            sql_accepted.append(submission)
+
+    def stall():
+        pid = lab.procs[judge_db].pid
+        os.killpg(pid, signal.SIGSTOP)
+        time.sleep(stall_s)
+        os.killpg(pid, signal.SIGCONT)
+
+    fault = threading.Thread(target=stall) if stall_s else None
+    if fault:
+        fault.start()
+    with ThreadPoolExecutor(8) as clients:
+        list(clients.map(one, range(len(plan))))
+    if fault:
+        fault.join()
+    sql = _sql_settled(sql_accepted, 120)
+    # The SQL submissions' histories out of the checker's way: their ids are of another
+    # submission type, which it does not tell apart (counted above instead).
+    sql_users.out.close()
+    for path in (Path(sql_users.out.name), lab.agents[agents["mysql"]]["history"]):
+        path.rename(path.with_name(f"i-{label}-sql-{path.name}.done"))
+    lab.agents[agents["mysql"]]["history"] = path.with_name(f"i-{label}-sql-{path.name}.done")
+    sql["results answered settled"] = sum(op.get("status") == "settled" for op in lab.agent_ops(agents["mysql"]))
+    outcome = finish(lab, f"i-{label}", since, {}, timeout=120)
+    judge_db_process = lab.procs.pop(judge_db)
+    judge_db_process.kill()
+    judge_db_process.wait()
+    return outcome, _pool_figures(started), sql
+
+
+def scenario_i(lab: Lab, quick: bool) -> Outcome:
+    stall_s = LEASE_S * 2
+    per_pool = 10 if quick else 30
+    print(f"(i) the mysql pool's judge database paused for {stall_s} s (lease {LEASE_S} s) during a burst of "
+          f"{per_pool * len(JUDGE_POOLS)} over the five pools, beside a clean run")
+    clean_outcome, clean_run, clean_sql = _mixed_run(lab, "clean", per_pool, 0)
+    outcome, stalled, stalled_sql = _mixed_run(lab, "stalled", per_pool, stall_s)
+    for pool in JUDGE_POOLS:
+        print(f"  [i] {pool:6} clean: {clean_run.get(pool)}\n  [i] {'':6} stalled: {stalled.get(pool)}")
+    notes = {"clean run checker": "OK" if clean_outcome.figures.ok else "FAILED",
+             "mysql (SQL submissions) clean": clean_sql, "mysql stalled": stalled_sql,
+             "mysql SYSTEM_ERROR": stalled.get("mysql", {}).get("SYSTEM_ERROR")}
+
+    def makespan(run, pool):
+        return (run.get(pool) or {}).get("makespan s") or float("inf")
+
+    # Slower: by more than a second (three judging rounds of 0.3 s) and 25 % of the clean run.
+    slower = [pool for pool in JUDGE_POOLS if pool != "mysql" and makespan(stalled, pool)
+              > max(makespan(clean_run, pool) * 1.25, makespan(clean_run, pool) + 1)]
+    notes["other pools slowed"] = slower or "none"
+    notes["failed"] = bool(slower) or not clean_outcome.figures.ok or any(
+        run["lost"] or run["duplicated"] or run["settled once"] != run["accepted"]
+        or run["results answered settled"] != run["accepted"] for run in (clean_sql, stalled_sql))
+    print("  [i] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    outcome.notes.update(notes)
+    return outcome
+
+
 SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e,
-             "f": scenario_f, "g": scenario_g, "h": scenario_h}
+             "f": scenario_f, "g": scenario_g, "h": scenario_h, "i": scenario_i}
 
 
 def main(argv: list[str]) -> int:

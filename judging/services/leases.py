@@ -12,7 +12,7 @@ from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, update_locked_jobs
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
 from judging.services import conduct, outcomes
-from judging.timing import lease_ttl, ms_between
+from judging.timing import lease_ttl, ms_between, now_under_locks
 import kece.metrics as metrics
 
 logger = logging.getLogger("kece.leases")
@@ -53,11 +53,12 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
         check_node_identity(node, identity)
         until = now + lease_ttl()
         jobs = lock_jobs(sorted({i.job_id for i in items}))
+        checked_at = now_under_locks(now)
         # Each item is answered on its own, even when a job id repeats with another epoch:
         # only the item that names the live lease renews it.
         for item in items:
             job = jobs.get(item.job_id)
-            if not _holds_live_lease(job, identity, item.lease_epoch, now):
+            if not _holds_live_lease(job, identity, item.lease_epoch, checked_at):
                 refused = {"jobId": item.job_id, "ok": False, "error": _refusal(job, identity, item)}
                 answers.append(refused)
                 if not _settled_by(job, identity.node_id, item.lease_epoch):

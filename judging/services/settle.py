@@ -20,6 +20,7 @@ from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
 from judging.services.leases import was_leased_to
 from judging.services.snapshot import judged_data_digest
+from judging.timing import now_under_locks
 from judging.wakeups import publish_after_commit
 import kece.metrics as metrics
 from kece.errors import DomainError, Invalid, LeaseLost, ResultConflict, Superseded
@@ -226,7 +227,7 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             # A repeated post whose first answer was lost: the jobs that answer held come
             # again, rather than waiting out their leases while they hold the node's slots.
             again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=job.pk,
-                                 now=now) if status == "duplicate" else []
+                                 now=now_under_locks(now)) if status == "duplicate" else []
             claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk)
             claim.jobs = again + claim.jobs
             if again:
@@ -261,7 +262,8 @@ def _check_and_apply(job, node, submission, identity: NodeIdentity, request: Set
         raise LeaseLost()
     if (
         job.state != JobState.RUNNING or job.node_id != node.pk or job.lease_epoch != request.lease_epoch
-        or job.session_epoch != identity.session_epoch or job.lease_until is None or job.lease_until <= now
+        or job.session_epoch != identity.session_epoch or job.lease_until is None
+        or job.lease_until <= now_under_locks(now)
     ):
         raise LeaseLost()
     if request.outcome == JUDGED:

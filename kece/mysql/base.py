@@ -1,4 +1,5 @@
-"""Django's MySQL/MariaDB backend, opening a transaction with one statement.
+"""Django's MySQL/MariaDB backend, opening a transaction with one statement, and with the
+read and write timeouts lifted for the work that scans whole tables.
 
 Django opens an `atomic` block by turning autocommit off and, after the COMMIT, on again:
 three round trips to the server besides the transaction's own statements, on every
@@ -8,12 +9,29 @@ leaves the session in autocommit again, so the client sees from the server's rep
 nothing is left to switch back: two round trips instead of three. It is the hook Django
 gives backends for that (`_start_transaction_under_autocommit`, used for an outermost
 `atomic` only); turning autocommit off by hand still does what it did.
+
+The read and write timeouts (`KECE_DB_READ_TIMEOUT_S`, `KECE_DB_WRITE_TIMEOUT_S`) are given
+to the client library when it connects, so they cannot change for one statement: a
+connection that must run statements longer than they allow (a migration rebuilding a large
+table, the reconciliation's scans) is opened without them (`kece.mysql.unbounded`).
 """
 
 from django.db.backends.mysql import base
 
+STATEMENT_TIMEOUTS = ("read_timeout", "write_timeout")
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    # Per connection, so per thread: lifting them for one task leaves the others' alone.
+    statement_timeouts = True
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        if not self.statement_timeouts:
+            for option in STATEMENT_TIMEOUTS:
+                params.pop(option, None)
+        return params
+
     def _start_transaction_under_autocommit(self):
         with self.wrap_database_errors:
             self.connection.query("START TRANSACTION")

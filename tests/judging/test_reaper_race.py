@@ -1,15 +1,18 @@
 """The reaper racing a late result on MariaDB: exactly one of them takes effect."""
 
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob, SettlementEvent
-from judging.services.leases import jobs_reap_expired
+from judging.locking import lock_jobs
+from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from kece.errors import LeaseLost
-from tests.concurrency import run_concurrently
+from tests.concurrency import lock_waits, raise_first_error, run_concurrently, wait_until
 from tests.factories import UserFactory, make_node, make_problem
 from tests.judging.helpers import claim, judged, settle, submit
 
@@ -55,3 +58,58 @@ def test_reaper_and_late_result_never_both_win(attempts_before):
     assert SettlementEvent.objects.count() == JudgeJob.objects.filter(
         state__in=[JobState.COMPLETED, JobState.FAILED]).count()
     print("race winners:", outcomes)
+
+
+def _result(identity, job, now):
+    try:
+        return settle(identity, judged(job), now=now)
+    except LeaseLost as error:
+        return error.code
+
+
+def _renewal(identity, job, now):
+    [answer] = lease_renew(identity=identity, items=[RenewItem(job.pk, job.lease_epoch)], now=now)
+    return "renewed" if answer["ok"] else answer["error"]
+
+
+@pytest.mark.parametrize("call", [_result, _renewal], ids=["result", "renew"])
+def test_a_call_that_waited_on_a_lock_past_its_lease_is_refused_as_its_retry_is(call):
+    """A result (or renew) that arrived while its lease was live, then waited for a row
+    lock (or a stalled link) until the lease had ended, is refused like the retry that
+    came after it: the agent is never told `lease_lost` for a result that took effect."""
+    student = UserFactory()
+    problem = make_problem(languages=("python",))
+    node, identity = make_node(pool="python", max_slots=1)
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    arrived = timezone.now()
+    ends = arrived + timedelta(milliseconds=1)
+    JudgeJob.objects.filter(pk=job.pk).update(lease_until=ends)
+    locked, release = threading.Event(), threading.Event()
+
+    def holder():  # another transaction holding the job's row
+        with transaction.atomic():
+            lock_jobs([job.pk])
+            locked.set()
+            assert release.wait(60)
+
+    def late_call():
+        assert locked.wait(60)
+        return call(identity, job, arrived)
+
+    def lease_ends_while_it_waits():
+        assert locked.wait(60)
+        wait_until(lambda: lock_waits() == 1, timeout=60, message="the late call waits for the job's lock")
+        wait_until(lambda: timezone.now() > ends, timeout=60, message="the lease has ended")
+        release.set()
+
+    results = run_concurrently([holder, late_call, lease_ends_while_it_waits])
+    raise_first_error(results)
+    assert results[1] == "lease_lost"
+    assert call(identity, job, timezone.now()) == "lease_lost"  # the retry
+    job.refresh_from_db()
+    submission.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.lease_until == ends and submission.verdict is None
+    assert job.pk in jobs_reap_expired(now=timezone.now()).requeued
+    assert call(identity, job, timezone.now()) == "lease_lost"
+    assert not SettlementEvent.objects.filter(job=job).exists()
