@@ -476,7 +476,7 @@ RUNTIME_ORDER = ("cpp", "java", "python", "mysql", "arkts")
 class Baseline:
     """One pool's samples judged by one real agent with one slot."""
     pool: str
-    missing: str = ""  # what the machine lacks to run the pool's agent
+    missing: str = ""  # why the pool was not measured: what the machine lacks, or a run that did not finish
     judge: list = field(default_factory=list)  # seconds, claim -> result, per job
     failed: int = 0  # SYSTEM_ERROR: jobs that failed on infrastructure
     wrong: list = field(default_factory=list)  # (sample, expected, got)
@@ -517,7 +517,11 @@ def runtime_baseline(pool: str, *, server, tls, student, problems: dict, repeats
         monitor.start()
         fleet.enable(node)
         settled = JudgeJob.objects.filter(pk__in=jobs, state__in=JobState.TERMINAL)
-        wait_for(lambda: settled.count() == len(jobs), 120 + 60 * len(jobs), f"{pool}: every sample judged", agent)
+        try:
+            wait_for(lambda: settled.count() == len(jobs), 120 + 60 * len(jobs), "every sample judged")
+        except AssertionError:
+            return Baseline(pool, missing=f"{settled.count()} of {len(jobs)} jobs settled in time;"
+                                          f" the agent's log ends:\n{agent.logs()[-2000:]}")
         wall = time.perf_counter() - started
         monitor.finish()
         usage = agent.stop_with_usage()
@@ -540,7 +544,7 @@ def runtime_baseline(pool: str, *, server, tls, student, problems: dict, repeats
 def print_baselines(baselines: list, repeats: int) -> None:
     print(f"real-runtime baseline: one agent of 1 slot per pool, alone, the pool's sample solutions x {repeats}"
           f" queued before it starts; {os.cpu_count()} cores")
-    print(f"  {'pool':7} {'jobs':>4} {'mean':>8} {'p95':>8} {'CPU-s':>6} {'CPU/job':>8} {'max RSS':>8}"
+    print(f"  {'pool':7} {'jobs':>4} {'wall':>6} {'mean':>8} {'p95':>8} {'CPU-s':>6} {'CPU/job':>8} {'max RSS':>8}"
           f" {'tree RSS':>8} {'SYSTEM_ERROR':>12}  verdicts")
     for b in baselines:
         if b.missing:
@@ -552,10 +556,10 @@ def print_baselines(baselines: list, repeats: int) -> None:
         verdicts = "as written" if not b.wrong else f"{len(b.wrong)} differ: " + ", ".join(
             f"{sample} {want}->{got}" for sample, want, got in b.wrong[:4])
         jobs = len(b.judge) + b.failed
-        print(f"  {b.pool:7} {jobs:>4} {1000 * b.mean:>5.0f} ms {_p95(b.judge):>8} {b.cpu:>6.1f}"
+        print(f"  {b.pool:7} {jobs:>4} {b.wall:>4.0f} s {1000 * b.mean:>5.0f} ms {_p95(b.judge):>8} {b.cpu:>6.1f}"
               f" {1000 * b.cpu / jobs:>5.0f} ms {b.max_rss / 2**20:>4.0f} MiB {b.tree_rss / 2**20:>4.0f} MiB"
               f" {b.failed:>12}  {verdicts}")
-    print("  mean, p95: judge time from the job rows (claim -> result); CPU: the agent with every compilation"
+    print("  wall: the agent's start to the last result; mean, p95: judge time from the job rows (claim -> result); CPU: the agent with every compilation"
           " and run it waited for, start-up and heartbeats included (mysql: the statements run in MariaDB, not"
           " counted); max RSS: the largest single process among them; tree RSS: the agent's process tree at its"
           " largest, sampled every 0.25 s")

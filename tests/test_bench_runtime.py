@@ -12,7 +12,7 @@ def test_a_pool_whose_runtime_is_missing_is_reported_unmeasured_not_given_figure
     java = next(line for line in lines if line.strip().startswith("java"))
     assert java.split() == ["java", "not", "measured:", "javac,", "java", "not", "installed"]
     python = next(line for line in lines if line.strip().startswith("python"))
-    assert python.split()[:4] == ["python", "2", "300", "ms"] and python.endswith("as written")
+    assert python.split()[:6] == ["python", "2", "0", "s", "300", "ms"] and python.endswith("as written")
 
 
 def test_a_verdict_other_than_the_sample_was_written_for_is_named(capsys):
