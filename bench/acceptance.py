@@ -35,6 +35,7 @@ import math
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -466,6 +467,161 @@ def profile_top(path: Path, count: int = 20) -> None:
         print(f"      {100 * ct / total:5.1f} %  {calls:7d} calls  {name(key)}")
 
 
+# --- real runtimes: each pool's single-slot baseline --------------------------------------------
+
+RUNTIME_ORDER = ("cpp", "java", "python", "mysql", "arkts")
+
+
+@dataclass
+class Baseline:
+    """One pool's samples judged by one real agent with one slot."""
+    pool: str
+    missing: str = ""  # why the pool was not measured: what the machine lacks, or a run that did not finish
+    judge: list = field(default_factory=list)  # seconds, claim -> result, per job
+    failed: int = 0  # SYSTEM_ERROR: jobs that failed on infrastructure
+    wrong: list = field(default_factory=list)  # (sample, expected, got)
+    cpu: float = 0.0  # the agent and every sandboxed run it waited for, seconds
+    max_rss: int = 0  # the largest one of them, bytes
+    tree_rss: int = 0  # the agent's process tree at its largest, sampled, bytes
+    wall: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return sum(self.judge) / len(self.judge)
+
+
+def runtime_baseline(pool: str, *, server, tls, student, problems: dict, repeats: int) -> Baseline:
+    """`pool`'s sample solutions, each submitted `repeats` times and queued, then judged by a
+    real agent (`python -m node_agent`, one slot) started for them, alone on the machine."""
+    from django.db import connection
+    from judging.models import JobState, JudgeJob
+    from judging.services.submit import submission_submit
+    from kece.demo import sample_solutions
+    from tests.agents import Agents, missing_tools, wait_for
+
+    if missing := missing_tools(pool):
+        return Baseline(pool, missing=f"{', '.join(missing)} not installed")
+    fleet = Agents(server, tls)
+    try:
+        node = fleet.register(pool, slots=1)
+        expected = []  # (sample, verdict it was written for, submission)
+        for _ in range(repeats):
+            for _package, slug, language, source, verdict in sample_solutions([pool]):
+                submission = submission_submit(user=student, problem_id=problems[slug].pk, language=language,
+                                               code=source.read_text())
+                expected.append((f"{slug}/{source.name}", verdict, submission))
+        jobs = [submission.current_judge_job_id for _, _, submission in expected]
+        started = time.perf_counter()
+        agent = fleet.start(node, slots=1)
+        monitor = Monitor({"agent": agent.pid})
+        monitor.start()
+        fleet.enable(node)
+        settled = JudgeJob.objects.filter(pk__in=jobs, state__in=JobState.TERMINAL)
+        try:
+            wait_for(lambda: settled.count() == len(jobs), 120 + 60 * len(jobs), "every sample judged")
+        except AssertionError:
+            return Baseline(pool, missing=f"{settled.count()} of {len(jobs)} jobs settled in time;"
+                                          f" the agent's log ends:\n{agent.logs()[-2000:]}")
+        wall = time.perf_counter() - started
+        monitor.finish()
+        usage = agent.stop_with_usage()
+        rows = list(JudgeJob.objects.filter(pk__in=jobs).values_list("state", "started_at", "finished_at"))
+        baseline = Baseline(pool, wall=wall, cpu=usage.ru_utime + usage.ru_stime, max_rss=usage.ru_maxrss * 1024,
+                            tree_rss=int(monitor.peak_rss["agent"]),
+                            failed=sum(1 for state, _, _ in rows if state == JobState.FAILED),
+                            judge=[(end - begin).total_seconds() for state, begin, end in rows
+                                   if state == JobState.COMPLETED and begin and end])
+        for sample, verdict, submission in expected:
+            submission.refresh_from_db()
+            if submission.verdict != verdict:
+                baseline.wrong.append((sample, verdict, submission.verdict))
+        return baseline
+    finally:
+        fleet.stop()
+        connection.close()
+
+
+def print_baselines(baselines: list, repeats: int) -> None:
+    print(f"real-runtime baseline: one agent of 1 slot per pool, alone, the pool's sample solutions x {repeats}"
+          f" queued before it starts; {os.cpu_count()} cores")
+    print(f"  {'pool':7} {'jobs':>4} {'wall':>6} {'mean':>8} {'p95':>8} {'CPU-s':>6} {'CPU/job':>8} {'max RSS':>8}"
+          f" {'tree RSS':>8} {'SYSTEM_ERROR':>12}  verdicts")
+    for b in baselines:
+        if b.missing:
+            print(f"  {b.pool:7} not measured: {b.missing}")
+            continue
+        if not b.judge:
+            print(f"  {b.pool:7} no job completed; SYSTEM_ERROR {b.failed}")
+            continue
+        verdicts = "as written" if not b.wrong else f"{len(b.wrong)} differ: " + ", ".join(
+            f"{sample} {want}->{got}" for sample, want, got in b.wrong[:4])
+        jobs = len(b.judge) + b.failed
+        print(f"  {b.pool:7} {jobs:>4} {b.wall:>4.0f} s {1000 * b.mean:>5.0f} ms {_p95(b.judge):>8} {b.cpu:>6.1f}"
+              f" {1000 * b.cpu / jobs:>5.0f} ms {b.max_rss / 2**20:>4.0f} MiB {b.tree_rss / 2**20:>4.0f} MiB"
+              f" {b.failed:>12}  {verdicts}")
+    print("  wall: the agent's start to the last result; mean, p95: judge time from the job rows (claim -> result); CPU: the agent with every compilation"
+          " and run it waited for, start-up and heartbeats included (mysql: the statements run in MariaDB, not"
+          " counted); max RSS: the largest single process among them; tree RSS: the agent's process tree at its"
+          " largest, sampled every 0.25 s")
+
+
+def print_runtime_advice(baselines: list, problems: dict, rates: list, participants: int) -> None:
+    """Slots from the measured mean judge times, by the console's own arithmetic
+    (`judging.capacity`): a steady arrival rate, and a typical exam's burst."""
+    from django.conf import settings
+    from judging.capacity import PoolLoad, exam_burst, pool_advice, problem_demand
+
+    measured = {b.pool: b.mean for b in baselines if b.judge}
+    rho = settings.KECE_CAPACITY_UTILISATION
+    print(f"  slots a pool needs for a steady arrival rate (at most {rho:.0%} busy, KECE_CAPACITY_UTILISATION):")
+    for pool, seconds in measured.items():
+        needs = [pool_advice(pool=pool, arrival_rate=rate, judge_seconds=seconds, ready_slots=0,
+                             max_utilisation=rho).add_slots for rate in rates]
+        print(f"    {pool:7} " + ", ".join(f"{rate:g} jobs/s: {need}" for rate, need in zip(rates, needs)))
+    per_problem, target = settings.KECE_EXAM_SUBMISSIONS_PER_PROBLEM, settings.KECE_EXAM_BURST_TARGET_S
+    demands = [demand for problem in problems.values() if (demand := problem_demand(problem))]
+    submissions = participants * len(demands) * per_problem
+    loads = {pool: PoolLoad(pool=pool, window_s=1, arrivals=0, judged=1, judge_seconds=seconds)
+             for pool, seconds in measured.items()}
+    print(f"  an exam's burst: {participants} participants x {len(demands)} problems (the samples) x {per_problem:g}"
+          f" submissions each = {submissions:.0f}, judged within {target} s (KECE_EXAM_BURST_TARGET_S), each"
+          f" problem's share split evenly over its languages:")
+    for need in exam_burst(problems=demands, submissions=submissions, target_s=target, loads=loads, ready_slots={}):
+        source = "measured" if need.measured else "declared limits"
+        print(f"    {need.pool:7} {need.submissions:5.0f} submissions of {1000 * need.judge_seconds:.0f} ms ({source}):"
+              f" {need.slots_needed} slots")
+
+
+def runtime_mode(args) -> None:
+    from django.db import connection
+    from judging.services.problems import problem_import
+    from kece.demo import SAMPLES
+    from tests.agents import make_tls, private_dir
+    from tests.factories import UserFactory
+    from tests.live import LiveServer
+
+    problems = {}
+    for package in sorted(p for p in SAMPLES.iterdir() if (p / "problem.json").is_file()):
+        problem, _ = problem_import(package)
+        problems[problem.slug] = problem
+    student = UserFactory()
+    folder = private_dir("kece-bench-tls-", 0o700)
+    tls = make_tls(folder)
+    server = LiveServer(env={"KECE_IN_PROCESS_SCHEDULER": 1, "KECE_PROBE_CA_FILE": str(tls["ca"])})
+    connection.close()
+    baselines = []
+    try:
+        with server:
+            for pool in args.pools:
+                baselines.append(runtime_baseline(pool, server=server, tls=tls, student=student, problems=problems,
+                                                  repeats=args.runtime_repeats))
+                print(f"  ({pool} done)", flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print_baselines(baselines, args.runtime_repeats)
+    print_runtime_advice(baselines, problems, args.rates, args.exam_participants)
+
+
 # --- main -----------------------------------------------------------------------------------
 
 def main():
@@ -474,8 +630,23 @@ def main():
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-scale", action="store_true", help="no runs with two web processes or two nodes")
     parser.add_argument("--profile", type=Path, help="profile the queued 300 burst's server into this directory")
+    parser.add_argument("--runtime", action="store_true",
+                        help="only the real-runtime mode: each pool's single-slot baseline with real agents")
+    parser.add_argument("--runtime-repeats", type=int, default=1, metavar="N",
+                        help="submissions of each sample solution (default 1)")
+    parser.add_argument("--pools", type=lambda text: text.split(","), default=list(RUNTIME_ORDER),
+                        help="the runtime mode's pools (default cpp,java,python,mysql,arkts)")
+    parser.add_argument("--rates", type=lambda text: [float(v) for v in text.split(",")], default=[0.5, 1.0, 2.0],
+                        help="arrival rates (jobs/s) for the runtime mode's slot advice (default 0.5,1,2)")
+    parser.add_argument("--exam-participants", type=int, default=60,
+                        help="participants of the exam whose burst the runtime mode sizes (default 60)")
     args = parser.parse_args()
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/11")
+    if args.runtime:
+        # The agents' health endpoints listen on loopback ports picked free.
+        os.environ.setdefault("KECE_PROBE_ALLOWED_PORTS", "1024-65535")
+        setup("kece_bench_runtime")
+        return runtime_mode(args)
     setup("kece_bench_accept")
 
     from django.db import connection

@@ -180,6 +180,16 @@ def declared_seconds(manifest) -> float:
     return manifest.time_limit_ms * max(1, len(manifest.cases or [])) / 1000
 
 
+def problem_demand(problem) -> ProblemDemand | None:
+    """`problem` as an exam's burst sees it (None without a manifest or a pool to judge it)."""
+    manifest = problem.current_manifest
+    if manifest is None:
+        return None
+    # The pools a submission to it may be routed to (`pools.registry.pool_for`).
+    pools = tuple(p for p in manifest.languages if p in POOLS and POOLS[p].problem_kind == problem.kind)
+    return ProblemDemand(pools=pools, declared_seconds=declared_seconds(manifest)) if pools else None
+
+
 @dataclass(frozen=True)
 class ExamAdvice:
     participants: int
@@ -204,15 +214,7 @@ def exam_advice(exam, *, now, target_s: int, per_problem: float, submissions: in
     participants = ExamParticipant.objects.filter(exam=exam).count()
     per_problem = per_problem if exam.judges_at_once else 1.0
     expected = submissions if submissions is not None else participants * len(problems) * per_problem
-    demands = []
-    for entry in problems:
-        manifest = entry.problem.current_manifest
-        if manifest is None:
-            continue
-        # The pools a submission to it may be routed to (`pools.registry.pool_for`).
-        pools = tuple(p for p in manifest.languages if p in POOLS and POOLS[p].problem_kind == entry.problem.kind)
-        if pools:
-            demands.append(ProblemDemand(pools=pools, declared_seconds=declared_seconds(manifest)))
+    demands = [demand for entry in problems if (demand := problem_demand(entry.problem)) is not None]
     window_s = settings.KECE_CAPACITY_WINDOW_S
     loads = pool_loads(now=now, window_s=window_s)
     return ExamAdvice(participants=participants, problems=len(problems), per_problem=per_problem,

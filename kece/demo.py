@@ -26,6 +26,17 @@ TOOLCHAINS = {"cpp": ["g++"], "java": ["javac", "java"], "python": ["python3"], 
 HEALTH_PORTS = {"cpp": 9441, "java": 9442, "python": 9443, "mysql": 9444, "arkts": 9445}
 
 
+def sample_solutions(pools):
+    """Every sample solution in `pools`' languages: (package folder, slug, language, file,
+    the verdict it was written for: its name up to the first dot)."""
+    for package in sorted(p for p in SAMPLES.iterdir() if (p / "problem.json").is_file()):
+        spec = json.loads((package / "problem.json").read_text())
+        for language in spec["languages"]:
+            if language in pools:
+                for source in sorted((package / "solutions").glob(f"*.{EXTENSIONS[language]}")):
+                    yield package, spec["slug"], language, source, source.name.split(".")[0].upper()
+
+
 def say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
@@ -223,24 +234,16 @@ class Demo:
     # --- the show -----------------------------------------------------------------------------------
 
     def submit_samples(self, pools: list[str]) -> list[tuple]:
-        problems = {}
-        for package in sorted(p for p in SAMPLES.iterdir() if (p / "problem.json").is_file()):
-            spec = json.loads((package / "problem.json").read_text())
-            problems[spec["slug"]] = (package, spec)
         from judging.models import Problem
 
         ids = dict(Problem.objects.values_list("slug", "id"))
         submitted = []
-        for slug, (package, spec) in problems.items():
-            for language in spec["languages"]:
-                if language not in pools:
-                    continue
-                for source in sorted((package / "solutions").glob(f"*.{EXTENSIONS[language]}")):
-                    response = self.student.post(self.base + "/api/v1/submissions", json={
-                        "problemId": ids[slug], "language": language, "code": source.read_text()})
-                    response.raise_for_status()
-                    body = response.json()
-                    submitted.append((slug, language, source.name, body["submissionType"], body["submissionId"]))
+        for _package, slug, language, source, _verdict in sample_solutions(pools):
+            response = self.student.post(self.base + "/api/v1/submissions", json={
+                "problemId": ids[slug], "language": language, "code": source.read_text()})
+            response.raise_for_status()
+            body = response.json()
+            submitted.append((slug, language, source.name, body["submissionType"], body["submissionId"]))
         say(f"submitted {len(submitted)} sample solutions through the user API")
         return submitted
 

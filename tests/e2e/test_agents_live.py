@@ -1,11 +1,9 @@
 """Real agents against the real server: verdicts, checks, crashes and bad data."""
 
-import json
 import os
 import signal
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -13,15 +11,13 @@ from judging import artifacts
 from judging.models import JobState, JudgeJob, SettlementEvent
 from judging.services.problems import problem_import
 from judging.services.submit import submission_submit
+from kece.demo import sample_solutions
 from nodes import canaries
 from nodes.models import DesiredState
 from tests.e2e.conftest import api_session, job_of, judgers_admin, need_pool, terminal, wait_for
 from tests.factories import UserFactory, make_problem
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-EXTENSIONS = {"cpp": "cpp", "java": "java", "python": "py", "arkts": "ts", "mysql": "sql"}
 
 
 @pytest.mark.usefixtures("unlimited_submits")  # one student sends every sample at once
@@ -38,13 +34,12 @@ def test_every_sample_solution_gets_the_verdict_it_was_written_for(agents):
         agents.enable(node)
     student = UserFactory()
     expected = []
-    for package in sorted(p for p in SAMPLES.iterdir() if (p / "problem.json").is_file()):
-        problem, _ = problem_import(package)
-        for language in json.loads((package / "problem.json").read_text())["languages"]:
-            for source in sorted((package / "solutions").glob(f"*.{EXTENSIONS[language]}")):
-                submission = submission_submit(user=student, problem_id=problem.pk, language=language,
-                                               code=source.read_text())
-                expected.append((f"{problem.slug}/{source.name}", source.name.split(".")[0].upper(), submission))
+    problems = {}
+    for package, slug, language, source, verdict in sample_solutions(pools):
+        problem = problems.get(slug) or problems.setdefault(slug, problem_import(package)[0])
+        submission = submission_submit(user=student, problem_id=problem.pk, language=language,
+                                       code=source.read_text())
+        expected.append((f"{slug}/{source.name}", verdict, submission))
     assert len(expected) >= 80
     wait_for(lambda: all(terminal(s) for _, _, s in expected), 600, "every sample judged")
     got = {}
