@@ -22,7 +22,7 @@ from django.conf import settings
 
 from kece.rows import database
 from kece.rows import shape as shape_of
-from kece.rows import update_by_pk, update_rows
+from kece.rows import insert_if, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.locking")
 
@@ -166,6 +166,20 @@ def lock_parent(model, pk, *, shared: bool = False, names: tuple | None = None):
     submit sees the mark: its sweep of the submissions then misses none. `names`: the only
     fields to read (the others are deferred)."""
     return _lock_one(model, Rank.PARENT, pk, key=(model._meta.db_table, pk), shared=shared, names=names)
+
+
+def insert_under_live_parent(row, model, pk) -> bool:
+    """Insert `row` (a submission) in the statement that locks the parent row `pk` of `model`
+    shared, as `lock_parent(shared=True)` does, and finds it not deleted: one statement for
+    the two. The lock is taken as the statement reads the parent, before it writes the new
+    row, so nothing a submission could be locked behind comes first. Whether the parent was
+    live (only then is `row` inserted)."""
+    _acquire(Rank.PARENT, [(model._meta.db_table, pk)])
+    connection = database()
+    parent = shape_of(model, ("id", "deleted_at"), connection)
+    deleted_at = connection.ops.quote_name(model._meta.get_field("deleted_at").column)
+    return insert_if(row, f"{parent.table} WHERE {parent.pk_column} = %s AND {deleted_at} IS NULL"
+                          f"{_lock_clause(connection, shared=True)}", [pk])
 
 
 # --- exam participants -------------------------------------------------------------------------
