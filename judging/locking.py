@@ -201,12 +201,13 @@ def lock_exam_participant(pk):
 _TYPE_ORDER = {"ALGO": 0, "SQL": 1}
 
 
-def lock_submission(submission_type: str, submission_id: int):
-    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id."""
+def lock_submission(submission_type: str, submission_id: int, *, names: tuple | None = None):
+    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id. `names`:
+    the only fields to read (the others are deferred)."""
     from judging.models import SUBMISSION_MODELS
 
     return _lock_one(SUBMISSION_MODELS[submission_type], Rank.SUBMISSION, submission_id,
-                     key=(_TYPE_ORDER[submission_type], submission_id))
+                     key=(_TYPE_ORDER[submission_type], submission_id), names=names)
 
 
 # --- jobs ----------------------------------------------------------------------------------------
