@@ -22,7 +22,7 @@ from django.conf import settings
 
 from kece.rows import database
 from kece.rows import shape as shape_of
-from kece.rows import update_by_pk, update_rows
+from kece.rows import insert_if, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.locking")
 
@@ -168,6 +168,20 @@ def lock_parent(model, pk, *, shared: bool = False, names: tuple | None = None):
     return _lock_one(model, Rank.PARENT, pk, key=(model._meta.db_table, pk), shared=shared, names=names)
 
 
+def insert_under_live_parent(row, model, pk) -> bool:
+    """Insert `row` (a submission) in the statement that locks the parent row `pk` of `model`
+    shared, as `lock_parent(shared=True)` does, and finds it not deleted: one statement for
+    the two. The lock is taken as the statement reads the parent, before it writes the new
+    row, so nothing a submission could be locked behind comes first. Whether the parent was
+    live (only then is `row` inserted)."""
+    _acquire(Rank.PARENT, [(model._meta.db_table, pk)])
+    connection = database()
+    parent = shape_of(model, ("id", "deleted_at"), connection)
+    deleted_at = connection.ops.quote_name(model._meta.get_field("deleted_at").column)
+    return insert_if(row, f"{parent.table} WHERE {parent.pk_column} = %s AND {deleted_at} IS NULL"
+                          f"{_lock_clause(connection, shared=True)}", [pk])
+
+
 # --- exam participants -------------------------------------------------------------------------
 
 def lock_exam_participants(pks) -> dict:
@@ -187,12 +201,13 @@ def lock_exam_participant(pk):
 _TYPE_ORDER = {"ALGO": 0, "SQL": 1}
 
 
-def lock_submission(submission_type: str, submission_id: int):
-    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id."""
+def lock_submission(submission_type: str, submission_id: int, *, names: tuple | None = None):
+    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id. `names`:
+    the only fields to read (the others are deferred)."""
     from judging.models import SUBMISSION_MODELS
 
     return _lock_one(SUBMISSION_MODELS[submission_type], Rank.SUBMISSION, submission_id,
-                     key=(_TYPE_ORDER[submission_type], submission_id))
+                     key=(_TYPE_ORDER[submission_type], submission_id), names=names)
 
 
 # --- jobs ----------------------------------------------------------------------------------------

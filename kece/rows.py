@@ -102,6 +102,27 @@ def insert(instance) -> None:
     _written(connection, instance)
 
 
+def insert_if(instance, source: str, source_params) -> bool:
+    """INSERT `instance` as `insert` does, in the same statement as a SELECT of `source` (its
+    FROM and WHERE clauses and any lock clause): the row goes in once for each row `source`
+    finds. Whether it went in (then its primary key is set)."""
+    meta = type(instance)._meta
+    generated = meta.pk.attname if getattr(instance, meta.pk.attname) is None else None
+    fields = [f for f in meta.concrete_fields if f.attname != generated]
+    connection = database()
+    quote = connection.ops.quote_name
+    sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+           f" SELECT {', '.join(['%s'] * len(fields))} FROM {source}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*_prepared(connection, instance, fields), *source_params])
+        if cursor.rowcount < 1:
+            return False
+        if generated is not None:
+            setattr(instance, generated, connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column))
+    _written(connection, instance)
+    return True
+
+
 def insert_many(instances: list) -> None:
     """INSERT new rows of one model in one statement, their keys left to the database (and
     not read back). No signals are sent."""

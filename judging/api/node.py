@@ -111,6 +111,37 @@ def _file_response(request, handle):
     return StreamingHttpResponse(chunks(), content_type="application/octet-stream")
 
 
+def _open_for_download(headers: dict, job_id: int, lease_epoch: int, digest: str):
+    """On a lane thread, in one hop: the caller from the credential cache, the lease
+    checked, the file opened and its first chunk read. (handle or None, size, first chunk);
+    the handle is None once the whole file is in the chunk. `_ViewAnswers` when the view
+    should answer instead."""
+    try:
+        auth, session = authenticate_cached(headers.get("authorization", ""), headers.get("x-judge-session"))
+    except DomainError as error:
+        raise _ViewAnswers() from error
+    path = artifact_for_lease(identity=auth.identity(session), job_id=job_id, lease_epoch=lease_epoch,
+                              digest=digest, now=timezone.now())
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError as exc:
+        raise _ViewAnswers() from exc
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        first = handle.read(CHUNK)
+    except BaseException:
+        handle.close()
+        raise
+    if len(first) >= size:
+        handle.close()
+        return None, size, first
+    return handle, size, first
+
+
+class _ViewAnswers(Exception):
+    """A download the Django view answers (it has a status of the contract for it)."""
+
+
 async def asgi_artifact(scope, receive, send, job_id: int, digest: str, view) -> None:
     """The bare ASGI entry point of the download, one per job (the source) and per file a
     node does not hold yet: the caller from the credential cache (`authenticate_cached`;
@@ -118,35 +149,38 @@ async def asgi_artifact(scope, receive, send, job_id: int, digest: str, view) ->
     the file streamed with the view's headers. A request this path does not answer as the
     view would (not a GET, a malformed header or digest, a caller the cache does not know,
     a file missing from the store) goes to `view`, the Django application: the view answers
-    it, with every status of the contract."""
+    it, with every status of the contract.
+
+    Authentication, the lease check, opening the file and reading its first chunk are one
+    hop to a lane thread (a file of at most one chunk, as most are, needs no other): each
+    hop costs the event loop and the thread a wake-up."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     if scope["method"] != "GET" or not artifacts.is_digest(digest):
         return await view(scope, receive, send)
     try:
         lease_epoch = lease_header(headers.get("x-judge-lease"))
-        auth, session = await run_db(authenticate_cached, headers.get("authorization", ""),
-                                     headers.get("x-judge-session"))
     except DomainError:
         return await view(scope, receive, send)
+    registry().keep_listening()  # the cache is corrected by the node changes it hears
     try:
-        registry().keep_listening()  # the cache is corrected by the node changes it hears
-        path = await run_db(artifact_for_lease, identity=auth.identity(session), job_id=job_id,
-                            lease_epoch=lease_epoch, digest=digest, now=timezone.now())
-        handle = await asyncio.to_thread(open, path, "rb")
+        handle, size, data = await run_db(_open_for_download, headers, job_id, lease_epoch, digest)
+    except _ViewAnswers:
+        return await view(scope, receive, send)
     except DomainError as error:
         return await bare.send_json(send, error.status, error.envelope())
-    except FileNotFoundError:
-        return await view(scope, receive, send)
     except Exception:
         logger.exception("artifact download failed", extra={"job": job_id})
         return await bare.send_json(send, 503, Unavailable().envelope())
     try:
-        size = os.fstat(handle.fileno()).st_size
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode()),
             (b"x-content-sha256", digest.encode())]})
-        while data := await asyncio.to_thread(handle.read, CHUNK):
+        sent = len(data)
+        while handle is not None and data and sent < size:
             await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+            data = await asyncio.to_thread(handle.read, CHUNK)
+            sent += len(data)
+        await send({"type": "http.response.body", "body": data})
     finally:
-        handle.close()
+        if handle is not None:
+            handle.close()

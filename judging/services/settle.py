@@ -176,6 +176,12 @@ def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots:
             replacing = False
 
 
+# What a settle reads of the submission it locks: the current-job pointer and what its events
+# name. Not the code (up to 256 KiB) nor the last verdict's cases and compiler output, which
+# it only overwrites.
+_SETTLE_READS = ("id", "user_id", "problem_id", "lesson_practice_id", "exam_id", "current_judge_job_id")
+
+
 def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, digest: str,
                  fresh: bool, replacing: bool):
     """One attempt. `replacing`: take the host group and the node in SHARE mode, so that the
@@ -201,7 +207,7 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
         check_node_identity(node, identity)
         submission = None
         if meta.kind == JobKind.JUDGE:
-            submission = lock_submission(meta.submission_type, meta.submission_id)
+            submission = lock_submission(meta.submission_type, meta.submission_id, names=_SETTLE_READS)
         # An error that quarantines the node refunds the other jobs of its run: locked with
         # this one, in one ascending acquisition.
         others = lock_jobs([request.job_id, *conduct.refund_candidates(node, request.job_id)]) if infra \

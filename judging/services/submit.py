@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from judging import artifacts, pressure, priority, visibility
-from judging.locking import lock_parent
+from judging.locking import insert_under_live_parent, lock_parent
 from judging.models import (
     SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind, ProblemVisibility,
 )
@@ -133,7 +133,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     2. Digest the source. Its durable copy is the submission row; the content store gets
        it when a node first downloads it (`selectors.artifact_for_lease`), so a submit
        writes and syncs no file besides the database's own commit.
-    3. One transaction: insert the submission, its job (generation 1) and the pointer.
+    3. One transaction: insert the submission, its job (generation 1) and the pointer. A
+       plain submit (no practice, no exam) inserts its submission in the statement that
+       locks its problem shared (`locking.insert_under_live_parent`).
     4. After commit, wake the pool's waiting claims (best effort).
 
     An exam submission (`exam_id`) is checked and written under its participant's lock
@@ -186,7 +188,10 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]
     with transaction.atomic(durable=True):
-        _still_live(problem, practice)
+        # A plain practice submit locks its problem and writes its submission in one statement.
+        alone = practice is None and exam is None
+        if not alone:
+            _still_live(problem, practice)
         if exam is not None:
             exam_entry(exam, user=user, now=now)
             if exam.judges_at_once:
@@ -196,7 +201,10 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
             user=user, problem=problem, language=language, code=code,
             source_digest=source["digest"], source_bytes=source["bytes"], lesson_practice=practice, exam=exam,
         )
-        insert_row(submission)
+        if not alone:
+            insert_row(submission)
+        elif not insert_under_live_parent(submission, Problem, problem.pk):
+            raise _unknown_problem()
         if after_insert is not None:
             after_insert(submission)
         if exam is not None and not exam.judges_at_once:

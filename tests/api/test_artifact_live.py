@@ -2,10 +2,13 @@
 bare `asgi_artifact`, which authenticates from the credential cache): the holder of the lease
 gets the bytes with the contract's headers; every refusal is the view's."""
 
+import os
+
 import pytest
 import requests
 
 from judging import artifacts
+from judging.api.node import CHUNK
 from judging.models import JudgeJob
 from nodes.models import JudgeNode
 from tests.api.helpers import INTERNAL
@@ -67,3 +70,16 @@ def test_a_credential_revoked_after_it_was_cached_downloads_nothing(server, leas
     JudgeNode.objects.filter(pk=node.pk).update(revoked_at=None, session_epoch=2)
     assert _error(_get(server, node, job)) == (409, "session_superseded")
     assert JudgeJob.objects.get(pk=job.pk).state == "RUNNING"
+
+
+@pytest.mark.parametrize("size", [CHUNK, 2 * CHUNK, 2 * CHUNK + 123])
+def test_a_file_of_several_chunks_comes_whole(server, leased, size):
+    """The first chunk is read with the lease check; the rest, if any, streams after it."""
+    node, job = leased
+    data = os.urandom(size)
+    entry = artifacts.store_bytes(data)
+    snapshot = {**job.snapshot, "cases": [{**job.snapshot["cases"][0], "input": entry}, *job.snapshot["cases"][1:]]}
+    JudgeJob.objects.filter(pk=job.pk).update(snapshot=snapshot)
+    response = _get(server, node, job, entry["digest"])
+    assert response.status_code == 200 and response.content == data
+    assert response.headers["Content-Length"] == str(size)

@@ -226,10 +226,11 @@ def test_deleting_a_problem_or_a_practice_cancels_open_jobs_and_refuses_late_res
 
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("what", ["problem", "practice"])
+@pytest.mark.parametrize("what", ["problem", "practice", "problem of a plain submit"])
 def test_a_submit_in_flight_when_its_practice_or_problem_is_deleted_is_swept_too(mariadb, what):
     """A submit that passed its checks and has not committed when the deletion commits: the
-    deletion waits for it, so its sweep deletes that submission too."""
+    deletion waits for it, so its sweep deletes that submission too. (A plain submit, with
+    no practice, locks its problem in the statement that inserts the submission.)"""
     import threading
 
     from judging.services.lessons import practice_delete, problem_delete
@@ -240,15 +241,15 @@ def test_a_submit_in_flight_when_its_practice_or_problem_is_deleted_is_swept_too
     inserted, release, deleter = threading.Event(), threading.Event(), {}
 
     def submitting():
-        return submit(student, problem, lesson_practice_id=practice.pk,
-                      after_insert=lambda s: (inserted.set(), release.wait(30)))
+        linked = {} if what == "problem of a plain submit" else {"lesson_practice_id": practice.pk}
+        return submit(student, problem, **linked, after_insert=lambda s: (inserted.set(), release.wait(30)))
 
     def deleting():
         assert inserted.wait(30)
         with connection.cursor() as cursor:
             cursor.execute("SELECT CONNECTION_ID()")
             deleter["id"] = cursor.fetchone()[0]
-        if what == "problem":
+        if what != "practice":
             problem_delete(problem_id=problem.pk, now=timezone.now())
         else:
             practice_delete(practice_id=practice.pk, now=timezone.now())

@@ -27,16 +27,16 @@ def big_node(db):
                               node.host_group_id)
 
 
-def test_a_practice_submit_is_five_statements(student, problem, django_assert_num_queries):
+def test_a_practice_submit_is_four_statements(student, problem, django_assert_num_queries):
     # problem + manifest with the user's share and the pool's pressure (judging.pressure); in
-    # the transaction the problem row shared (a deletion waits for the submit), submission,
-    # job, pointer
-    with django_assert_num_queries(5 + SAVEPOINT):
+    # the transaction the submission inserted by the statement that locks the problem row
+    # shared (a deletion waits for the submit), job, pointer
+    with django_assert_num_queries(4 + SAVEPOINT):
         submit(student, problem)
 
 
-def test_an_exam_class_submit_is_five_statements(student, problem, django_assert_num_queries):
-    with django_assert_num_queries(5 + SAVEPOINT):  # an exam answer is never held back for its user
+def test_an_exam_class_submit_is_four_statements(student, problem, django_assert_num_queries):
+    with django_assert_num_queries(4 + SAVEPOINT):  # an exam answer is never held back for its user
         submit(student, problem, priority_class=PriorityClass.EXAM)
 
 
