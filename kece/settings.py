@@ -231,6 +231,12 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# Bounded waits on the broker's own connections: a Redis host cut off drops packets rather
+# than refusing them, and a worker or beat blocked on such a socket would never reconnect
+# (to the replica Sentinel promotes, or to the same server once it is back) — the reaper
+# would stop with it. Kombu polls with BRPOP for 1 s, well inside these.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5, "socket_keepalive": True,
+                                   "health_check_interval": 10}
 if REDIS_SENTINELS:
     # Kombu's Sentinel transport: one sentinel:// address per Sentinel, each carrying the
     # data servers' password and database.
@@ -242,8 +248,7 @@ if REDIS_SENTINELS:
                 f"{quote(REDIS_DATA_PARAMS['password'], safe='')}@"
     CELERY_BROKER_URL = ";".join(f"sentinel://{_auth}{'[%s]' % host if ':' in host else host}:{port}/"
                                  f"{REDIS_DATA_PARAMS.get('db', 0)}" for host, port in REDIS_SENTINELS)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER,
-                                       "sentinel_kwargs": REDIS_SENTINEL_KWARGS}
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(master_name=REDIS_SENTINEL_MASTER, sentinel_kwargs=REDIS_SENTINEL_KWARGS)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL

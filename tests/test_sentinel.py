@@ -48,7 +48,8 @@ def test_without_sentinels_redis_is_one_address():
     run = _settings(REDIS_URL="redis://10.0.0.5:6379/1")
     assert run.returncode == 0, run.stderr
     shown = json.loads(run.stdout)
-    assert shown["broker"] == "redis://10.0.0.5:6379/1" and shown["options"] is None
+    assert shown["broker"] == "redis://10.0.0.5:6379/1" and "master_name" not in shown["options"]
+    assert shown["options"]["socket_timeout"] and shown["options"]["socket_connect_timeout"]
     assert shown["hosts"] == ["redis://10.0.0.5:6379/1"] and shown["cache"] is None
 
 

@@ -218,10 +218,12 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
     fails is rolled back whole and applied again without it, so the failing event is
     retried later and the others apply now."""
     report = DispatchReport()
-    due = list(
+    rows = list(
         SettlementEvent.objects.filter(state=EventState.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload")[:batch]
+        .order_by("next_attempt_at", "id").values_list("id", "event_type", "payload", "job_id")[:batch]
     )
+    due = [row[:3] for row in rows]
+    jobs = {row[0]: row[3] for row in rows}  # for the log: a job's lines are found by its id
     first, covered = {}, []
     for event_id, event_type, payload in due:
         key = _recompute_key(event_type, payload or {})
@@ -232,7 +234,7 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
     runs = list(first.values())
     recomputed = set()
     for start in range(0, len(runs), CHUNK):
-        applied = _apply_chunks(runs[start:start + CHUNK], now=now, report=report)
+        applied = _apply_chunks(runs[start:start + CHUNK], now=now, report=report, jobs=jobs)
         report.applied.extend(applied)
         recomputed.update(applied)
     covered = [event_id for key, event_id in covered if first[key][0] in recomputed]
@@ -240,6 +242,9 @@ def events_dispatch(*, now, batch: int = 100) -> DispatchReport:
         with transaction.atomic(durable=True):
             done = [event.pk for event in lock_due_events(covered)]
             _mark_done(done, now=now)
+        for event_id in done:
+            logger.info("settlement event applied", extra={"event": event_id, "job": jobs[event_id],
+                                                           "coveredBy": "an earlier event's recompute"})
         report.applied.extend(done)
     return report
 
@@ -250,7 +255,7 @@ class _HandlerFailed(Exception):
         self.event_id, self.error = event_id, error
 
 
-def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
+def _apply_chunks(chunk: list, *, now, report: DispatchReport, jobs: dict) -> list:
     """`_apply_chunk`, again without an event whose handler failed (that one is retried
     later, its failure recorded as when it is applied alone); the ids applied."""
     while chunk:
@@ -265,7 +270,8 @@ def _apply_chunks(chunk: list, *, now, report: DispatchReport) -> list:
             return [event_id for event_id, _, _ in chunk if _apply_one(event_id, now=now, report=report)]
         types = {event_id: event_type for event_id, event_type, _ in chunk}
         for event_id in applied:
-            logger.info("settlement event applied", extra={"event": event_id, "type": types[event_id]})
+            logger.info("settlement event applied", extra={"event": event_id, "job": jobs[event_id],
+                                                           "type": types[event_id]})
         return applied
     return []
 
