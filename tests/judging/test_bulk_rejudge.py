@@ -110,7 +110,9 @@ def test_a_node_selector_takes_what_the_node_judged_in_the_range_and_nothing_els
     group = HostGroupFactory(total_slots=8)
     bad, bad_identity = make_node(pool="python", max_slots=4, host_group=group)
     _good, good_identity = make_node(pool="python", max_slots=4, host_group=group)
-    start = timezone.now()
+    # An hour ahead, so that even the first claim is not in the past: a lease is checked by
+    # the clock once its rows are locked, and one taken an hour ago has ended.
+    start = timezone.now() + timedelta(hours=1)
     before = submit(UserFactory(), problem, now=start - timedelta(hours=1))
     _judge_all(bad_identity, lambda job: "AC", now=start - timedelta(hours=1))
     by_bad = [submit(UserFactory(), problem, now=start) for _ in range(3)]
