@@ -268,11 +268,23 @@ class PoolWaiters:
                     # pool once now that we are.
                     for pool in list(self.pools):
                         self.hint(pool)
+                    early = 0
                     while self._wants_subscription():
+                        asked = self.loop.time()
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                         if message and message.get("type") == "pmessage":
                             channel = message["channel"].decode()
                             self.on_topic(channel[len(wakeups.CHANNEL_PREFIX):])
+                        elif message is None and self.loop.time() - asked < 0.5:
+                            # redis-py takes a connection the kernel has timed out (ETIMEDOUT,
+                            # from REDIS_LINK_OPTIONS' keepalive and user timeout) for a wait
+                            # that ran out, and answers None at once, every time, without
+                            # yielding: this loop would spin and starve the whole process.
+                            early += 1
+                            if early >= 3:
+                                raise ConnectionError("the subscription's link timed out")
+                            continue
+                        early = 0
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

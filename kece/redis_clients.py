@@ -17,8 +17,11 @@ def _sentinel(module, timeouts: dict):
 
 
 def client(**timeouts):
-    """A `redis.Redis` for the configured Redis; `timeouts` are redis-py's socket options."""
+    """A `redis.Redis` for the configured Redis; `timeouts` are redis-py's socket options
+    (a dead link is noticed within seconds: settings.REDIS_LINK_OPTIONS)."""
     import redis
+
+    timeouts = {**settings.REDIS_LINK_OPTIONS, **timeouts}
 
     if settings.REDIS_SENTINELS:
         import redis.sentinel
@@ -30,6 +33,8 @@ def client(**timeouts):
 def async_client(**timeouts):
     """The same for asyncio (`redis.asyncio.Redis`)."""
     import redis.asyncio as aioredis
+
+    timeouts = {**settings.REDIS_LINK_OPTIONS, **timeouts}
 
     if settings.REDIS_SENTINELS:
         import redis.asyncio.sentinel

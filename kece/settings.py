@@ -207,6 +207,23 @@ def _redis_data_params() -> dict:
 
 
 REDIS_DATA_PARAMS = _redis_data_params() if REDIS_SENTINELS else {}
+
+
+def _dead_link_options() -> dict:
+    """A Redis host cut off drops packets rather than refusing them. A connection waiting on
+    it (the wake-up subscription, the broker's BRPOP) would notice only when the host came
+    back, perhaps demoted meanwhile: the worker would go on consuming from the old primary
+    while beat publishes the reaper's ticks to the new one. With these the kernel ends such a
+    connection within about 5 s, idle (keepalive probes) or waiting for an answer (the user
+    timeout), and the client reconnects to whichever server the Sentinels name then."""
+    import socket
+
+    wanted = {"TCP_KEEPIDLE": 2, "TCP_KEEPINTVL": 1, "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": 5000}
+    options = {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
+    return {"socket_keepalive": True, "socket_keepalive_options": options}
+
+
+REDIS_LINK_OPTIONS = _dead_link_options()
 # How the Sentinels themselves are asked: a Sentinel that does not answer within a second is
 # passed over for the next.
 REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_timeout": 1, "socket_connect_timeout": 1}
@@ -235,7 +252,7 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 # than refusing them, and a worker or beat blocked on such a socket would never reconnect
 # (to the replica Sentinel promotes, or to the same server once it is back) — the reaper
 # would stop with it. Kombu polls with BRPOP for 1 s, well inside these.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5, "socket_keepalive": True,
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 5, **REDIS_LINK_OPTIONS,
                                    "health_check_interval": 10}
 if REDIS_SENTINELS:
     # Kombu's Sentinel transport: one sentinel:// address per Sentinel, each carrying the

@@ -8,6 +8,7 @@ while other clients share the database server."""
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,9 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import requests
 from django.conf import settings
 from django.db import connection
+
+from tests.concurrency import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +31,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+def start_redis(port: int) -> subprocess.Popen:
+    """A Redis server on `port` that the test starts, stops and is the only user of; it
+    answers when this returns."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is required")
+    import redis
+
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port, socket_connect_timeout=1)
+
+    def answers():
+        try:
+            return client.ping()
+        except redis.ConnectionError:
+            return False
+
+    wait_until(answers, timeout=20, message="the test's Redis answers")
+    return process
+
 
 
 def read_answer(sock) -> tuple[int, bytes]:

@@ -21,31 +21,9 @@ from kece import health
 from tests.concurrency import raw_connection, wait_until
 from tests.factories import UserFactory, make_node, make_problem
 from tests.judging.helpers import submit
-from tests.live import ROOT, LiveServer, NodeClient, free_port
+from tests.live import ROOT, LiveServer, NodeClient, free_port, start_redis
 
 pytestmark = pytest.mark.django_db
-
-
-def start_redis(port: int) -> subprocess.Popen:
-    """A Redis server on `port` that the test starts, stops and is the only user of; it
-    answers when this returns."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is required")
-    import redis
-
-    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                                "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port, socket_connect_timeout=1)
-
-    def answers():
-        try:
-            return client.ping()
-        except redis.ConnectionError:
-            return False
-
-    wait_until(answers, timeout=20, message="the test's Redis answers")
-    return process
 
 
 @pytest.fixture

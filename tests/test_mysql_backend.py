@@ -1,12 +1,14 @@
 """The MariaDB backend (`kece.mysql`): an `atomic` block is opened with START TRANSACTION
 and costs one round trip fewer, and is still a transaction in every way that matters."""
 
+import copy
+
 import MySQLdb
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, connections, transaction
 
 from nodes.models import JudgeNode
-from tests.concurrency import raw_connection
+from tests.concurrency import raw_connection, wait_until
 from tests.factories import make_node
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.django_db(transaction=True)]
@@ -106,3 +108,51 @@ def test_autocommit_turned_off_by_hand_still_holds_a_transaction_across_commits(
     finally:
         transaction.set_autocommit(True)
     assert _name_elsewhere(node.pk) == "first"
+
+
+def _session_with_read_timeout(seconds: int):
+    """A connection of the project's backend as a server process opens it, with this read
+    timeout (the bound it gives the server for a silent transaction too)."""
+    settings_dict = copy.deepcopy(connection.settings_dict)
+    settings_dict["OPTIONS"]["read_timeout"] = seconds
+    return type(connections["default"])(settings_dict, alias="silent")
+
+
+def test_a_session_that_falls_silent_inside_its_transaction_is_ended_and_its_locks_go_free():
+    """A client cut off mid-transaction closes its socket, but the server may never hear of
+    it: for the server that session is one idle inside its transaction. After the read timeout
+    the server ends it, rolls its work back and frees its rows for claims and the reaper."""
+    node, _ = make_node()
+    silent = _session_with_read_timeout(1)
+    try:
+        with silent.cursor() as cursor:
+            cursor.execute("START TRANSACTION")
+            cursor.execute("SELECT id FROM judge_node WHERE id = %s FOR UPDATE", [node.pk])
+            cursor.execute("UPDATE judge_node SET name = 'half-written' WHERE id = %s", [node.pk])
+        assert _locked_elsewhere(node.pk)
+        # The session now says nothing more, as one whose client is gone.
+        wait_until(lambda: not _locked_elsewhere(node.pk), timeout=60,
+                   message="the silent session's row lock was never released")
+        assert _name_elsewhere(node.pk) == node.name  # its work rolled back
+        with pytest.raises(OperationalError):
+            with silent.cursor() as cursor:
+                cursor.execute("COMMIT")  # too late: the server has ended the session
+    finally:
+        silent.close()
+
+
+def test_a_session_without_statement_bounds_may_stay_inside_its_transaction():
+    """`unbounded` connections (migrations, reconciliation) run statements that may take long
+    and are given no such bound either."""
+    node, _ = make_node()
+    silent = _session_with_read_timeout(1)
+    silent.statement_timeouts = False
+    try:
+        with silent.cursor() as cursor:
+            cursor.execute("START TRANSACTION")
+            cursor.execute("SELECT id FROM judge_node WHERE id = %s FOR UPDATE", [node.pk])
+            cursor.execute("SELECT @@SESSION.idle_transaction_timeout")
+            assert cursor.fetchone()[0] == 0
+        assert _locked_elsewhere(node.pk)
+    finally:
+        silent.close()
