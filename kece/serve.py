@@ -28,21 +28,32 @@ def usable_cores(cpu_max: Path = CPU_MAX) -> int:
     return cores
 
 
+# An idle connection is kept longer than any proxy in front keeps it (nginx's upstream
+# `keepalive_timeout` 60 s in Compose and Kubernetes). With uvicorn's own 5 s a proxy may send
+# a request down a connection the server is closing that instant, and a POST it cannot retry
+# elsewhere (a submission, a result) is answered 502: most often just after a pause, such as
+# clients waiting out a `Retry-After: 5`.
+KEEP_ALIVE_S = 75
+
+
 def uvicorn_argv(args: list[str], cores: int) -> list[str]:
-    """uvicorn's command line for `args`, `auto` workers resolved to `cores`."""
-    resolved, found, i = [], False, 0
+    """uvicorn's command line for `args`: `auto` workers resolved to `cores`, and the
+    defaults this server wants where `args` do not say otherwise."""
+    resolved, given, i = [], set(), 0
     while i < len(args):
         arg = args[i]
-        if arg == "--workers" and i + 1 < len(args):
-            arg, i = f"--workers={args[i + 1]}", i + 1
-        if arg.startswith("--workers="):
-            found = True
-            if arg == "--workers=auto":
-                arg = f"--workers={cores}"
+        if arg in ("--workers", "--timeout-keep-alive") and i + 1 < len(args):
+            arg, i = f"{arg}={args[i + 1]}", i + 1
+        name = arg.split("=", 1)[0]
+        given.add(name)
+        if arg == "--workers=auto":
+            arg = f"--workers={cores}"
         resolved.append(arg)
         i += 1
-    if not found:
+    if "--workers" not in given:
         resolved.append(f"--workers={cores}")
+    if "--timeout-keep-alive" not in given:
+        resolved.append(f"--timeout-keep-alive={KEEP_ALIVE_S}")
     return ["uvicorn", APPLICATION, *resolved]
 
 
