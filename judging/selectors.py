@@ -1,6 +1,7 @@
 """Reads several callers share: user-facing status, pool readiness, pages of submissions."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.db.models import CharField, Q, Value
 
@@ -136,15 +137,18 @@ _ARTIFACT_JOB = ("id", "state", "node_id", "lease_epoch", "session_epoch", "leas
 _ARTIFACT_NODE = ("id", "credential_digest", "revoked_at", "session_open", "session_epoch")
 
 
-def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, now):
-    """Check that `digest` may be downloaded under this live lease; return its path.
+def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, now) -> Path | bytes:
+    """Check that `digest` may be downloaded under this live lease; return what to send: the
+    source's bytes, or the path of a file in the content store.
 
     Not this node's live lease → LeaseLost; not one of the job's files → NotInManifest.
     The credential and session are checked again on the node's row, read with the job's
     in the same statement: the caller may have been authenticated from the credential
     cache (`judging.auth`), and a revoke, rotation or new session counts from its commit.
-    The job's source enters the content store here, from its submission row, the first
-    time a node asks for it (submitting writes no file).
+    The job's source is read from its submission row, its durable copy: it never enters the
+    content store (a file written and synced per judged job, for bytes the database holds
+    already). A job whose source is not a submission's code (a diagnostic's) has it in the
+    store.
     """
     from judging import artifacts
     from judging.identity import check_node_identity
@@ -168,23 +172,25 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
         raise LeaseLost()
     if digest not in snapshot_digests(job.snapshot):
         raise NotInManifest()
-    path = artifacts.path_for(digest)
-    if digest == (job.snapshot.get("source") or {}).get("digest") and not path.exists():
-        _store_source(job, digest)
-    return path
+    if digest == (job.snapshot.get("source") or {}).get("digest") and (code := _submitted_code(job, digest)):
+        return code
+    return artifacts.path_for(digest)
 
 
-def _store_source(job, digest: str) -> None:
+def _submitted_code(job, digest: str) -> bytes | None:
+    """The UTF-8 bytes of the job's submission's code, if they are the ones `digest` names."""
     from judging import artifacts
     from judging.models import SUBMISSION_MODELS
     from kece.rows import shape
 
-    code_shape = shape(SUBMISSION_MODELS[job.submission_type], ("id", "code"))
+    model = SUBMISSION_MODELS.get(job.submission_type)
+    if model is None:
+        return None
+    code_shape = shape(model, ("id", "code"))
     rows = code_shape.load(f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE {code_shape.pk_column} = %s",
                            [job.submission_id])
-    code = rows[0].code if rows else None
-    if code is not None and artifacts.sha256_hex(code.encode("utf-8")) == digest:
-        artifacts.store_bytes(code.encode("utf-8"))
+    code = rows[0].code.encode("utf-8") if rows and rows[0].code is not None else None
+    return code if code is not None and artifacts.sha256_hex(code) == digest else None
 
 
 def job_payload(job, *, now) -> dict:

@@ -279,8 +279,8 @@ ASIDE = ".doomed-"
 
 def referenced_digests() -> set[str]:
     """Every file a manifest names (manifests are never deleted: old jobs name them), and every
-    file an active job may download (its source: stored from the submission's code when a node
-    first asks for it, so a finished job's source may go and comes back with a rejudge)."""
+    file an active job may download (a submission's source is served from its row and never
+    stored, but a diagnostic job's is a file of the store)."""
     found = set()
     for manifest in Manifest.objects.only("cases", "sql").iterator(chunk_size=500):
         found |= manifest.digests()

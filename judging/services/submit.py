@@ -130,9 +130,9 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     """Accept a submission and queue its judging.
 
     1. Validate problem, language (→ pool), code size and practice link.
-    2. Digest the source. Its durable copy is the submission row; the content store gets
-       it when a node first downloads it (`selectors.artifact_for_lease`), so a submit
-       writes and syncs no file besides the database's own commit.
+    2. Digest the source. Its only copy is the submission row, which nodes download it
+       from (`selectors.artifact_for_lease`), so no file is written and synced for it
+       besides the database's own commit.
     3. One transaction: insert the submission, its job (generation 1) and the pointer. A
        plain submit (no practice, no exam) inserts its submission in the statement that
        locks its problem shared (`locking.insert_under_live_parent`).
