@@ -22,7 +22,7 @@ from django.conf import settings
 
 from kece.rows import database
 from kece.rows import shape as shape_of
-from kece.rows import insert_if, update_by_pk, update_rows
+from kece.rows import insert_if, matching, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.locking")
 
@@ -353,21 +353,22 @@ def lock_derived_rows(model, fields: tuple, keys) -> dict:
     """Lock, creating those missing, the derived rows of `model` whose `fields` hold each of
     `keys`: {key: row}. One upsert takes them all, exclusively and by ascending key (the
     order its rows are written in), as `lock_derived` would one at a time; then one read."""
-    from django.db.models import Q
-
     keys = sorted(set(keys))
     if not keys:
         return {}
     _acquire(Rank.DERIVED, [(model._meta.db_table,) + tuple(key) for key in keys])
+    connection = database()
     # The upsert, not a SELECT … FOR UPDATE first: see `lock_derived`.
-    extra = {"unique_fields": list(fields)} if database().features.supports_update_conflicts_with_target else {}
+    extra = {"unique_fields": list(fields)} if connection.features.supports_update_conflicts_with_target else {}
     model.objects.bulk_create([model(**dict(zip(fields, key))) for key in keys], update_conflicts=True,
                               update_fields=list(fields[:1]), **extra)
-    wanted = Q()
-    for key in keys:
-        wanted |= Q(**dict(zip(fields, key)))
-    return {tuple(getattr(row, name) for name in fields): row
-            for row in model.objects.select_for_update().filter(wanted).order_by(*fields)}
+    found = shape_of(model, connection=connection)
+    where, params = matching(model, fields, keys, connection)
+    order = ", ".join(connection.ops.quote_name(model._meta.get_field(name).column) for name in fields)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    rows = found.load(f"SELECT {found.columns} FROM {found.table} WHERE {where} ORDER BY {order}{lock}", params,
+                      connection)
+    return {tuple(getattr(row, name) for name in fields): row for row in rows}
 
 
 def lock_derived(model, key: tuple, **lookup):

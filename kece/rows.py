@@ -186,6 +186,16 @@ def update_rows(rows: list) -> None:
                        f" WHERE {' AND '.join(condition for condition, _ in keys)}", params + [pk for _, pk in keys])
 
 
+def matching(model, names: tuple, keys, connection=None) -> tuple[str, list]:
+    """`(a = %s AND b = %s) OR …`, one group per key of `keys` (values of the attnames
+    `names`), and its parameters: the WHERE clause that a Q of one lookup per key compiles
+    to, without compiling it (a batch of twenty keys costs more to compile than to run)."""
+    quote = (connection or database()).ops.quote_name
+    group = "(" + " AND ".join(f"{quote(model._meta.get_field(name).column)} = %s" for name in names) + ")"
+    keys = list(keys)
+    return " OR ".join([group] * len(keys)), [value for key in keys for value in key]
+
+
 def load_joined(first: RowShape, second: RowShape, sql: str, params, *, more: bool = False):
     """The first row of `sql` (`first`'s columns, then `second`'s) as a pair of instances,
     or None if it finds no row; with `more`, a triple whose last item is the row's further

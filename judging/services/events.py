@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from judging.locking import lock_derived, lock_derived_rows, lock_due_event, lock_due_events, lock_event
@@ -28,7 +28,7 @@ from judging.models import (
     ProblemResult, SettlementEvent, Verdict,
 )
 from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
-from kece.rows import insert_many, update_rows
+from kece.rows import insert_many, matching, shape, update_rows
 
 logger = logging.getLogger("kece.events")
 
@@ -59,11 +59,20 @@ def _standing(rows: list) -> tuple[dict | None, int, dict | None]:
     return best, len(rows), first
 
 
-def _pairs(keys) -> Q:
-    wanted = Q()
-    for user_id, problem_id in keys:
-        wanted |= Q(user_id=user_id, problem_id=problem_id)
-    return wanted
+# What the standing of a user on a problem reads of each of their live submissions.
+_STANDING_READS = ("id", "user_id", "problem_id", "score", "verdict", "judged_at")
+_FIRST_ACCEPTED_READS = ("id", "user_id", "problem_id", "submission_type", "submission_id")
+_PAIR = ("user_id", "problem_id")
+
+
+def _rows_of_pairs(model, names: tuple, keys, condition: str = "") -> list[dict]:
+    """`names` of the rows of `model` whose (user, problem) is one of `keys`, as dicts."""
+    if not keys:
+        return []
+    found = shape(model, names)
+    where, params = matching(model, _PAIR, keys)
+    rows = found.load(f"SELECT {found.columns} FROM {found.table} WHERE ({where}){condition}", params)
+    return [{name: getattr(row, name) for name in names} for row in rows]
 
 
 def _live_rows(kinds: dict) -> dict:
@@ -74,9 +83,8 @@ def _live_rows(kinds: dict) -> dict:
     for key, submission_type in kinds.items():
         by_type[submission_type].append(key)
     for submission_type, keys in by_type.items():
-        rows = SUBMISSION_MODELS[submission_type].objects.filter(_pairs(keys), deleted_at__isnull=True) \
-            .values("id", "user_id", "problem_id", "score", "verdict", "judged_at")
-        for row in rows:
+        for row in _rows_of_pairs(SUBMISSION_MODELS[submission_type], _STANDING_READS, keys,
+                                  " AND deleted_at IS NULL"):
             found[(row["user_id"], row["problem_id"])].append(row)
     return found
 
@@ -89,8 +97,8 @@ def apply_problem_stats(payloads: list) -> None:
     submissions = _live_rows(kinds)
     # FirstAccepted rows of a user and problem change only under the lock on their
     # ProblemResult row, taken above.
-    held = {(row["user_id"], row["problem_id"]): row for row in FirstAccepted.objects.filter(_pairs(kinds))
-            .values("id", "user_id", "problem_id", "submission_type", "submission_id")}
+    held = {(row["user_id"], row["problem_id"]): row
+            for row in _rows_of_pairs(FirstAccepted, _FIRST_ACCEPTED_READS, kinds)}
     now = timezone.now()
     written, gone, new = [], [], []
     for key, submission_type in sorted(kinds.items()):
