@@ -8,6 +8,8 @@ out are deferred, so touching one loads it rather than reading a wrong default.
 """
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 
 def database():
@@ -34,6 +36,9 @@ class RowShape:
             if converters:
                 self.converters.append((index, column, converters))
         self.model = model
+        # A model something listens to the creation of (an image field's dimensions, say)
+        # is built by `Model.from_db`, which sends its init signals.
+        self.plain = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
 
     def columns_of(self, alias: str) -> str:
         return ", ".join(f"{alias}.{name}" for name in self.column_names)
@@ -44,7 +49,17 @@ class RowShape:
         for index, column, converters in self.converters:
             for converter in converters:
                 values[index] = converter(values[index], column, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+        if not self.plain:
+            return self.model.from_db(connection.alias, self.attnames, values)
+        # What `Model.from_db` makes, without `Model.__init__`'s walk over every field: the
+        # loaded fields set, the rest deferred (absent from the instance, so reading one
+        # loads it).
+        instance = self.model.__new__(self.model)
+        instance._state = ModelState()
+        instance._state.adding = False
+        instance._state.db = connection.alias
+        instance.__dict__.update(zip(self.attnames, values))
+        return instance
 
     def split(self, row, connection=None) -> tuple:
         """(this shape's instance, the rest of the row) of a row that begins with its columns."""

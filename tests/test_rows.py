@@ -66,3 +66,25 @@ def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_asse
     read = SettlementEvent.objects.filter(job=job).order_by("id")
     assert [(e.event_type, e.payload, e.state, e.attempts, e.next_attempt_at) for e in read] == [
         (f"kind{i}", {"n": i, "text": "分数"}, "PENDING", 0, now) for i in range(3)]
+
+
+def test_a_loaded_row_is_the_instance_the_orm_would_load_with_the_rest_deferred(django_assert_num_queries):
+    problem, user = make_problem(languages=("cpp",), cases=1), UserFactory()
+    submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="int main(){}\n",
+                                           source_digest="a" * 64, source_bytes=13)
+    whole = rows.shape(Submission)
+    [loaded] = whole.load(f"SELECT {whole.columns} FROM {whole.table} WHERE {whole.pk_column} = %s", [submission.pk])
+    orm = Submission.objects.get(pk=submission.pk)
+    assert loaded == orm and _fields(loaded) == _fields(orm) and loaded.created_at == orm.created_at
+    assert not loaded._state.adding and loaded._state.db == "default" and not loaded.get_deferred_fields()
+
+    part = rows.shape(Submission, ("id", "user_id", "verdict"))
+    [partial] = part.load(f"SELECT {part.columns} FROM {part.table} WHERE {part.pk_column} = %s", [submission.pk])
+    assert (partial.pk, partial.user_id, partial.verdict) == (orm.pk, orm.user_id, orm.verdict)
+    assert partial.get_deferred_fields() == Submission.objects.only("id", "user_id", "verdict").get(
+        pk=submission.pk).get_deferred_fields()
+    with django_assert_num_queries(1):  # a deferred field is read when first touched, as the ORM's are
+        assert partial.code == "int main(){}\n"
+    partial.verdict = "AC"
+    partial.save(update_fields=["verdict"])
+    assert Submission.objects.get(pk=submission.pk).verdict == "AC"
