@@ -6,12 +6,15 @@ changed meanwhile, so a burst of changes costs a page one refresh.
 
 Who may listen is checked at the connect and again every `KECE_CONSOLE_PUBLISH_MS` from the
 session itself: an admin signed out (or whose session was flushed), deactivated or no longer
-holding `nodes.manage_judgers` loses the socket within one interval.
+holding `nodes.manage_judgers` loses the socket within one interval. Each check that passes
+marks the console as watched (`live.mark_watched`): the publish step works only while some
+page listens.
 """
 
 import asyncio
 import logging
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -27,6 +30,15 @@ REFUSED = 4403
 # Close code when the standing could not be checked (the database unreachable): the page
 # reconnects, and the connect checks again.
 UNCHECKED = 1011
+
+
+def _standing_while_watching(session_key: str | None) -> bool:
+    """Whether the session may still listen; if so, the page is marked as listening (one
+    hop for both, each publish interval)."""
+    allowed = session_manages_judgers(session_key)
+    if allowed:
+        live.mark_watched()
+    return allowed
 
 
 class JudgersConsumer(AsyncJsonWebsocketConsumer):
@@ -48,6 +60,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=UNCHECKED)
             return
         await self.accept()
+        await sync_to_async(live.mark_watched)()
         await self.send_json({"type": "live"})
         self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))
 
@@ -56,7 +69,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await asyncio.sleep(interval)
             try:
-                allowed = await database_sync_to_async(session_manages_judgers)(session_key)
+                allowed = await database_sync_to_async(_standing_while_watching)(session_key)
             except Exception:
                 logger.exception("the console socket's session could not be checked")
                 await self.close(code=UNCHECKED)

@@ -1,7 +1,7 @@
 """Live updates of the console: which pools changed, told to the open pages.
 
-A periodic step (`publish_step`, every `KECE_CONSOLE_PUBLISH_MS`) reads the same figures as
-the strip and the table, reduces them to one small digest per pool and publishes the pools
+A periodic step (`publish_step`, every `KECE_CONSOLE_PUBLISH_MS`, while a console page is
+open) reads the same figures as the strip and the table, reduces them to one small digest per pool and publishes the pools
 whose digest changed since the last step. Nothing on the node hot path publishes: a claim,
 a renew or a result changes the figures, and the next step notices. A heartbeat that
 changes nothing (only its time) changes no digest, so it publishes nothing. The console's
@@ -15,8 +15,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -24,6 +26,12 @@ logger = logging.getLogger("kece.console")
 
 GROUP = "judgers-console"
 DIGEST_KEY = "console:pool-digests"
+# Set by every open console socket once a publish interval (`mark_watched`): while it lasts,
+# the step computes the digests; without it, nobody would hear what it publishes.
+WATCHED_KEY = "console:watched"
+# How many publish intervals a mark lasts: a socket that stops marking (its process gone)
+# costs the step at most this many more runs.
+WATCHED_INTERVALS = 3
 # A pool's figures that a page shows as they change (not the oldest wait, which grows every
 # second: the page's slow refresh shows it).
 FIGURE_FIELDS = ("pending", "claimable", "backoff", "readyNodes", "running")
@@ -63,9 +71,25 @@ def changed_pools(before: dict, after: dict) -> list[str]:
     return sorted(pool for pool, digest in after.items() if before.get(pool) != digest)
 
 
+def mark_watched() -> None:
+    """A console page is listening (its socket, each publish interval). Best effort: a mark
+    lost (the cache unreachable) is set again at the next interval."""
+    # Whole seconds: the cache rounds a timeout down, and 0 would delete the mark.
+    timeout = max(1, math.ceil(WATCHED_INTERVALS * settings.KECE_CONSOLE_PUBLISH_MS / 1000))
+    try:
+        cache.set(WATCHED_KEY, True, timeout=timeout)
+    except Exception as exc:
+        logger.warning("console watch mark failed", extra={"error": str(exc)})
+
+
 def publish_step(now=None) -> list[str]:
     """Compare the digests with the last step's (shared through the cache, so the step may
-    run in any one process) and publish the pools that changed."""
+    run in any one process) and publish the pools that changed. Nothing is read while no
+    console page is open (`mark_watched`): the first step after one opens compares with
+    the digests of the last one watched, and at worst tells the new page to refresh what
+    it has just loaded."""
+    if not cache.get(WATCHED_KEY):
+        return []
     digests = pool_digests(now=now or timezone.now())
     before = cache.get(DIGEST_KEY) or {}
     cache.set(DIGEST_KEY, digests, timeout=None)

@@ -209,6 +209,7 @@ def test_a_heartbeat_that_changes_nothing_publishes_nothing(monkeypatch, student
     monkeypatch.setattr(live, "publish", published.append)
     node, identity = make_node(pool="python", name="py-1")
     make_node(pool="cpp", name="cpp-1")
+    live.mark_watched()
     assert live.publish_step() == []  # the first step only remembers
     beat = HeartbeatReport(AgentReport("test", "python-r1", 4), running=0, health_ok=True, health_checks={})
     node_heartbeat(node_id=node.pk, credential_digest_value=node.credential_digest, session_epoch=1, beat=beat,
@@ -221,6 +222,7 @@ def test_what_the_console_shows_live_publishes_its_pool(monkeypatch, student, pr
     published = []
     monkeypatch.setattr(live, "publish", published.append)
     node, identity = make_node(pool="python", name="py-1")
+    live.mark_watched()
     live.publish_step()
     submit(student, problem, language="python")
     assert live.publish_step() == ["python"]  # a submission waits
@@ -248,3 +250,47 @@ def test_a_publish_from_another_thread_reaches_pages_on_the_in_memory_layer(memo
         return message
 
     assert async_to_sync(scenario)() == {"type": "changed", "pools": ["mysql"]}
+
+
+@pytest.mark.django_db
+def test_with_no_console_open_the_step_reads_nothing_until_a_page_listens(monkeypatch, student, problem,
+                                                                          django_assert_num_queries):
+    from django.core.cache import cache
+
+    published = []
+    monkeypatch.setattr(live, "publish", published.append)
+    make_node(pool="python", name="py-1")
+    live.mark_watched()
+    live.publish_step()
+    cache.delete(live.WATCHED_KEY)  # the last page closed, its mark lapsed
+    submit(student, problem, language="python")
+    with django_assert_num_queries(0):
+        assert live.publish_step() == []
+    live.mark_watched()  # a page opens
+    assert live.publish_step() == ["python"] and published == [["python"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_console_socket_marks_the_console_watched_until_it_lapses(memory_layer, settings):
+    from django.core.cache import cache
+
+    settings.KECE_CONSOLE_PUBLISH_MS = 200
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = _socket(ORIGIN, cookie)
+        connected, _ = await socket.connect()
+        assert connected and await socket.receive_json_from(timeout=3) == {"type": "live"}
+        marked_at_connect = await database_sync_to_async(cache.get)(live.WATCHED_KEY)
+        await database_sync_to_async(cache.delete)(live.WATCHED_KEY)
+        remarked = False
+        for _ in range(50):  # the socket's next standing check marks it again
+            if await database_sync_to_async(cache.get)(live.WATCHED_KEY):
+                remarked = True
+                break
+            await asyncio.sleep(0.05)
+        await socket.disconnect()
+        return marked_at_connect, remarked
+
+    marked_at_connect, remarked = async_to_sync(scenario)()
+    assert marked_at_connect and remarked
