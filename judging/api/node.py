@@ -80,20 +80,17 @@ class ArtifactView(NodeView):
             raise Invalid("The digest must be 64 lowercase hex characters.")
         found = artifact_for_lease(identity=identity, job_id=job_id, lease_epoch=lease_epoch, digest=digest,
                                    now=timezone.now())
-        if isinstance(found, bytes):
-            response = HttpResponse(found, content_type="application/octet-stream")
-            response["Content-Length"] = str(len(found))
-            response["X-Content-SHA256"] = digest
-            return response
-        path = found
-        try:
-            handle = open(path, "rb")
-        except FileNotFoundError as exc:
-            logger.error("artifact missing from the store", extra={"job": job_id, "leaseEpoch": lease_epoch,
-                                                                   "digest": digest})
-            raise Unavailable("The file is missing from the store.", retry_after=5) from exc
-        response = _file_response(request, handle)
-        response["Content-Length"] = str(path.stat().st_size)
+        if isinstance(found, bytes):  # the source, from its submission row
+            response, size = HttpResponse(found, content_type="application/octet-stream"), len(found)
+        else:
+            try:
+                handle = open(found, "rb")
+            except FileNotFoundError as exc:
+                logger.error("artifact missing from the store", extra={"job": job_id, "leaseEpoch": lease_epoch,
+                                                                       "digest": digest})
+                raise Unavailable("The file is missing from the store.", retry_after=5) from exc
+            response, size = _file_response(request, handle), os.fstat(handle.fileno()).st_size
+        response["Content-Length"] = str(size)
         response["X-Content-SHA256"] = digest
         return response
 

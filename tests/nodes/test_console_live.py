@@ -40,6 +40,14 @@ def _socket(*headers):
     return WebsocketCommunicator(application, PATH, headers=[(b"host", b"127.0.0.1"), *headers])
 
 
+async def _open_live(cookie) -> WebsocketCommunicator:
+    """An admin's console socket, connected and told it is live."""
+    socket = _socket(ORIGIN, cookie)
+    connected, _ = await socket.connect()
+    assert connected and await socket.receive_json_from(timeout=3) == {"type": "live"}
+    return socket
+
+
 @pytest.fixture
 def memory_layer(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -163,9 +171,7 @@ def test_an_open_socket_is_closed_within_an_interval_once_its_admin_loses_standi
     client = _signed_in(admin)
 
     async def scenario():
-        socket = _socket(ORIGIN, _cookie(admin, client))
-        connected, _ = await socket.connect()
-        assert connected and await socket.receive_json_from() == {"type": "live"}
+        socket = await _open_live(_cookie(admin, client))
         # Several intervals pass with the admin's standing intact: the socket stays open.
         assert await socket.receive_nothing(timeout=1)
         await database_sync_to_async(lose_standing)(admin, client)
@@ -182,10 +188,7 @@ def test_a_burst_of_changes_reaches_an_admin_as_one_coalesced_message(memory_lay
     cookie = _cookie(make_admin())
 
     async def scenario():
-        socket = _socket(ORIGIN, cookie)
-        connected, _ = await socket.connect()
-        assert connected
-        assert await socket.receive_json_from() == {"type": "live"}
+        socket = await _open_live(cookie)
         layer = get_channel_layer()
         # The first change goes out at once; the next 29, inside the same second, wait and go
         # out together.
@@ -240,9 +243,7 @@ def test_a_publish_from_another_thread_reaches_pages_on_the_in_memory_layer(memo
     cookie = _cookie(make_admin())
 
     async def scenario():
-        socket = _socket(ORIGIN, cookie)
-        await socket.connect()
-        await socket.receive_json_from()
+        socket = await _open_live(cookie)
         # The in-process scheduler publishes from its own thread.
         await asyncio.get_running_loop().run_in_executor(None, live.publish, ["mysql"])
         message = await socket.receive_json_from(timeout=3)
@@ -271,26 +272,30 @@ def test_with_no_console_open_the_step_reads_nothing_until_a_page_listens(monkey
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_open_console_socket_marks_the_console_watched_until_it_lapses(memory_layer, settings):
+def test_an_open_console_socket_marks_the_console_watched_until_it_lapses(memory_layer, settings, monkeypatch):
+    import threading
+
     from django.core.cache import cache
 
     settings.KECE_CONSOLE_PUBLISH_MS = 200
     cookie = _cookie(make_admin())
+    marks = []
+    marked = threading.Event()
+    mark = live.mark_watched
+
+    def noted_mark():
+        mark()
+        marks.append(cache.get(live.WATCHED_KEY))
+        marked.set()
 
     async def scenario():
-        socket = _socket(ORIGIN, cookie)
-        connected, _ = await socket.connect()
-        assert connected and await socket.receive_json_from(timeout=3) == {"type": "live"}
-        marked_at_connect = await database_sync_to_async(cache.get)(live.WATCHED_KEY)
+        socket = await _open_live(cookie)
+        at_connect = await database_sync_to_async(cache.get)(live.WATCHED_KEY)
         await database_sync_to_async(cache.delete)(live.WATCHED_KEY)
-        remarked = False
-        for _ in range(50):  # the socket's next standing check marks it again
-            if await database_sync_to_async(cache.get)(live.WATCHED_KEY):
-                remarked = True
-                break
-            await asyncio.sleep(0.05)
+        monkeypatch.setattr(live, "mark_watched", noted_mark)
+        again = await asyncio.to_thread(marked.wait, 5)  # the socket's next standing check
         await socket.disconnect()
-        return marked_at_connect, remarked
+        return at_connect, again
 
-    marked_at_connect, remarked = async_to_sync(scenario)()
-    assert marked_at_connect and remarked
+    at_connect, again = async_to_sync(scenario)()
+    assert at_connect and again and marks[0], "marked at the connect, and again at each standing check"
