@@ -116,7 +116,7 @@ class ColdNode(dispatch.SimNode):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.held = set()
+        self.held = {}  # digest -> its download, done or under way
 
     async def work(self, job):
         start = time.perf_counter()
@@ -125,17 +125,25 @@ class ColdNode(dispatch.SimNode):
         if job.get("sql"):
             files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
         for entry in files:  # the source, as the agent does, and the test data it lacks
-            if entry and entry["digest"] not in self.held:
+            if not entry:
+                continue
+            # As the agent's cache: slots needing the same file download it once, the others
+            # wait for that download.
+            download = self.held.get(entry["digest"])
+            if download is None:
                 url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
-                async with self.http.session.get(url, headers=headers) as response:
-                    await response.read()
-                    assert response.status == 200, response.status
-                self.held.add(entry["digest"])
+                download = self.held[entry["digest"]] = asyncio.ensure_future(self.fetch(url, headers))
+            await asyncio.shield(download)
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
         seconds = weight.judge_seconds(job["jobId"]) if weight else self.judge_seconds
         self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
         await asyncio.sleep(seconds)
+
+    async def fetch(self, url: str, headers: dict) -> None:
+        async with self.http.session.get(url, headers=headers) as response:
+            await response.read()
+            assert response.status == 200, response.status
 
 
 # --- processes: CPU and memory ---------------------------------------------------------------

@@ -3,8 +3,8 @@ from pathlib import Path
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
-from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_shutdown, \
-    worker_ready
+from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_init, \
+    worker_process_shutdown, worker_ready
 
 from kece import probe
 
@@ -97,6 +97,14 @@ def _serve_metrics(**kwargs):
         from kece import metrics_endpoint
 
         metrics_endpoint.serve_this_hosts_files(settings.KECE_WORKER_METRICS_PORT)
+
+
+@worker_process_init.connect
+def _loaded(**kwargs):
+    # In each pool process, before its first task.
+    from kece.startup import freeze_loaded_objects
+
+    freeze_loaded_objects()
 
 
 @worker_process_shutdown.connect

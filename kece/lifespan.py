@@ -27,6 +27,9 @@ async def serve_lifespan(receive, send):
 
                     scheduler = InProcessScheduler()
                     scheduler.start()
+                from kece.startup import freeze_loaded_objects
+
+                freeze_loaded_objects()
             except Exception as exc:
                 logger.exception("startup failed")
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
