@@ -3,6 +3,7 @@ from pathlib import Path
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
+from celery.schedules import schedstate, schedule
 from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_init, \
     worker_process_shutdown, worker_ready
 
@@ -59,13 +60,34 @@ class HeartbeatScheduler(PersistentScheduler):
         return super().tick(*args, **kwargs)
 
 
+class WhileConsoleWatched(schedule):
+    """Every interval, but only while a console page is open (`nodes.console.live.watched`).
+    With none open the console step reads nothing, and beat sends no message for it: a
+    message a second through the worker's pool was the largest part of an idle worker's CPU.
+    A page that opens is published to from the next interval on."""
+
+    def is_due(self, last_run_at):
+        from nodes.console.live import watched
+
+        due, next_check = super().is_due(last_run_at)
+        if due and not watched():
+            return schedstate(False, next_check)
+        return schedstate(due, next_check)
+
+
+# Periodic tasks beat sends only when their own condition holds.
+CONDITIONAL_SCHEDULES = {"nodes.publish_console": WhileConsoleWatched}
+
+
 @app.on_after_finalize.connect
 def _schedule_periodic_work(sender, **kwargs):
     # The same service functions run in-process in the embedded default (kece.scheduler).
     from kece.scheduler import PERIODIC_TASKS
 
     for task_name, interval_seconds in PERIODIC_TASKS():
-        sender.add_periodic_task(interval_seconds, sender.signature(task_name), name=task_name)
+        condition = CONDITIONAL_SCHEDULES.get(task_name)
+        every = condition(interval_seconds) if condition else interval_seconds
+        sender.add_periodic_task(every, sender.signature(task_name), name=task_name)
 
 
 @beat_init.connect

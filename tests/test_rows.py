@@ -68,6 +68,35 @@ def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_asse
         (f"kind{i}", {"n": i, "text": "分数"}, "PENDING", 0, now) for i in range(3)]
 
 
+def test_rows_given_as_values_are_written_as_the_same_instances_would_be(django_assert_num_queries):
+    from judging.models import SettlementEvent
+
+    problem, user, now = make_problem(languages=("cpp",), cases=1), UserFactory(), timezone.now()
+    submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="x",
+                                           source_digest="a" * 64, source_bytes=1)
+    job = JudgeJob.objects.create(submission_type="ALGO", submission_id=submission.pk, generation=1, pool="cpp",
+                                  runtime_spec="cpp-r1", manifest=problem.current_manifest, snapshot={},
+                                  user_id=user.pk, available_at=now, created_at=now, claim_key=now)
+    given = [{"job_id": job.pk, "event_type": f"{kind}{i}", "payload": {"n": i, "text": "分数"},
+              "next_attempt_at": now, "created_at": now} for kind in ("a", "b") for i in range(2)]
+    rows.insert_many([SettlementEvent(**row) for row in given[:2]])
+    with django_assert_num_queries(1):
+        rows.insert_values(SettlementEvent, given[2:])
+
+    read = [_fields(e) for e in SettlementEvent.objects.filter(job=job).order_by("id")]
+    assert [{**row, "event_type": row["event_type"][1:]} for row in read[2:]] == \
+        [{**row, "event_type": row["event_type"][1:]} for row in read[:2]]
+    assert read[2]["state"] == "PENDING" and read[2]["attempts"] == 0 and read[2]["last_error"] == ""  # defaults
+
+
+def test_a_field_that_sets_itself_on_save_must_be_given_as_a_value():
+    user, problem = UserFactory(), make_problem(languages=("cpp",), cases=1)
+    with pytest.raises(ValueError, match="created_at"):
+        rows.insert_values(Submission, [{"user_id": user.pk, "problem_id": problem.pk, "language": "cpp",
+                                         "code": "x", "source_digest": "b" * 64, "source_bytes": 1}])
+    assert not Submission.objects.filter(user=user).exists()
+
+
 def test_a_loaded_row_is_the_instance_the_orm_would_load_with_the_rest_deferred(django_assert_num_queries):
     problem, user = make_problem(languages=("cpp",), cases=1), UserFactory()
     submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="int main(){}\n",

@@ -19,7 +19,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from judging.locking import lock_derived, lock_derived_rows, lock_due_event, lock_due_events, lock_event
@@ -28,7 +27,7 @@ from judging.models import (
     ProblemResult, SettlementEvent, Verdict,
 )
 from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
-from kece.rows import insert_many, matching, shape, update_rows
+from kece.rows import insert_values, matching, shape, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.events")
 
@@ -114,14 +113,14 @@ def apply_problem_stats(payloads: list) -> None:
             continue
         record = {"submission_type": submission_type, "submission_id": accepted["id"]}
         if current is None:
-            new.append(FirstAccepted(user_id=key[0], problem_id=key[1], accepted_at=accepted["judged_at"], **record))
+            new.append({"user_id": key[0], "problem_id": key[1], "accepted_at": accepted["judged_at"], **record})
         elif (current["submission_type"], current["submission_id"]) != (submission_type, accepted["id"]):
             # Another submission is the first accepted now: the record moves to it.
             written.append((FirstAccepted, current["id"], {**record, "accepted_at": accepted["judged_at"]}))
     update_rows(written)
     if gone:
         FirstAccepted.objects.filter(pk__in=gone).delete()
-    insert_many(new)
+    insert_values(FirstAccepted, new)
 
 
 def apply_practice_best(payload: dict) -> None:
@@ -326,8 +325,9 @@ def _apply_one(event_id: int, *, now, report: DispatchReport) -> bool:
 
 
 def _mark_done(event_ids: list, *, now) -> None:
-    SettlementEvent.objects.filter(pk__in=event_ids).update(
-        state=EventState.DONE, attempts=F("attempts") + 1, applied_at=now, last_error="")
+    if event_ids:
+        update_by_pk(SettlementEvent, event_ids, {"state": EventState.DONE, "applied_at": now, "last_error": ""},
+                     increment=("attempts",))
 
 
 def _record_failure(event_id: int, exc: Exception, *, now, report: DispatchReport) -> None:

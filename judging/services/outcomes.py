@@ -15,7 +15,7 @@ from judging.models import AttemptOutcome, JobAttempt, JobKind, JobState, Settle
 from judging.priority import claim_key
 from judging.timing import retry_backoff
 import kece.metrics as metrics
-from kece.rows import insert_many
+from kece.rows import insert_many, insert_values
 
 logger = logging.getLogger("kece.jobs")
 
@@ -43,7 +43,8 @@ def record_settlement(job, *, node_id: int, lease_epoch: int, digest: str, statu
     job.settled_status = status
 
 
-def settlement_events(job, submission, *, now, suffix: str = "") -> list[SettlementEvent]:
+def settlement_events(job, submission, *, now, suffix: str = "") -> list[dict]:
+    """The outbox rows (SettlementEvent's fields) a settled job writes."""
     if job.kind != JobKind.JUDGE or submission is None or job.hidden:
         return []
     payload = {
@@ -54,16 +55,15 @@ def settlement_events(job, submission, *, now, suffix: str = "") -> list[Settlem
         "practiceId": submission.lesson_practice_id,
         "examId": submission.exam_id,
     }
-    events = [SettlementEvent(job=job, event_type=PROBLEM_STATS + suffix, payload=payload,
-                              next_attempt_at=now, created_at=now)]
-    derived = [(PRACTICE_BEST, submission.lesson_practice_id), (EXAM_SCORE, submission.exam_id)]
-    events += [SettlementEvent(job=job, event_type=event_type + suffix, payload=payload, next_attempt_at=now,
-                               created_at=now) for event_type, link in derived if link]
-    return events
+    types = [PROBLEM_STATS]
+    types += [event_type for event_type, link in ((PRACTICE_BEST, submission.lesson_practice_id),
+                                                  (EXAM_SCORE, submission.exam_id)) if link]
+    return [{"job_id": job.pk, "event_type": event_type + suffix, "payload": payload, "next_attempt_at": now,
+             "created_at": now} for event_type in types]
 
 
 def write_events(job, submission, *, now, suffix: str = "") -> None:
-    insert_many(settlement_events(job, submission, now=now, suffix=suffix))
+    insert_values(SettlementEvent, settlement_events(job, submission, now=now, suffix=suffix))
 
 
 def _attempt_ended(job, *, now, outcome: str, error: str, message: str = "") -> None:

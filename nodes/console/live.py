@@ -82,6 +82,16 @@ def mark_watched() -> None:
         logger.warning("console watch mark failed", extra={"error": str(exc)})
 
 
+def watched() -> bool:
+    """Whether a console page has marked itself open within the last few intervals. True
+    when the cache cannot tell: the step then runs and meets the same cache itself."""
+    try:
+        return bool(cache.get(WATCHED_KEY))
+    except Exception as exc:
+        logger.warning("console watch mark unreadable", extra={"error": str(exc)})
+        return True
+
+
 def publish_step(now=None) -> list[str]:
     """Compare the digests with the last step's (shared through the cache, so the step may
     run in any one process) and publish the pools that changed. Nothing is read while no

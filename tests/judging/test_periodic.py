@@ -26,6 +26,28 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     assert set(names) <= scheduled
 
 
+def test_beat_sends_the_console_step_only_while_a_console_page_is_open(settings):
+    from celery.beat import ScheduleEntry
+    from django.core.cache import cache
+
+    from nodes.console import live
+
+    app.loader.import_default_modules()
+    app.finalize()
+
+    def due(task: str, last_run_at) -> bool:  # as beat's scheduler asks each entry
+        [fields] = [entry for entry in app.conf.beat_schedule.values() if entry["task"] == task]
+        return ScheduleEntry(name=task, app=app, last_run_at=last_run_at, **fields).is_due().is_due
+
+    long_ago = timezone.now() - timedelta(minutes=5)
+    cache.delete(live.WATCHED_KEY)
+    assert not due("nodes.publish_console", long_ago)  # nobody watching: no message
+    assert due("judging.reap_expired_leases", long_ago)  # the other steps run whoever watches
+    live.mark_watched()  # a page opens
+    assert due("nodes.publish_console", long_ago)
+    assert not due("nodes.publish_console", timezone.now())  # and then once an interval
+
+
 def test_beat_keeps_its_schedule_in_the_state_folder_not_the_working_folder(settings, tmp_path):
     from pathlib import Path
 
