@@ -3,7 +3,6 @@ from pathlib import Path
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
-from celery.schedules import schedstate, schedule
 from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_init, \
     worker_process_shutdown, worker_ready
 
@@ -50,33 +49,33 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
 app.steps["worker"].add(WorkerHeartbeat)
 
 
+def _console_watched() -> bool:
+    from nodes.console.live import watched
+
+    return watched()
+
+
 class HeartbeatScheduler(PersistentScheduler):
     """Celery's default scheduler, touching this host's beat heartbeat file on each tick
     (`python -m kece.probe beat`); CELERY_BEAT_MAX_LOOP_INTERVAL bounds the time between
-    ticks."""
+    ticks.
+
+    A task of `CONDITIONS` is sent when due only if its condition holds; otherwise its turn
+    passes as if it had run. The console step reads nothing while no console page is open,
+    and its message a second through the worker's pool was the largest part of an idle
+    worker's CPU."""
+
+    CONDITIONS = {"nodes.publish_console": _console_watched}
 
     def tick(self, *args, **kwargs):
         probe.touch("beat")
         return super().tick(*args, **kwargs)
 
-
-class WhileConsoleWatched(schedule):
-    """Every interval, but only while a console page is open (`nodes.console.live.watched`).
-    With none open the console step reads nothing, and beat sends no message for it: a
-    message a second through the worker's pool was the largest part of an idle worker's CPU.
-    A page that opens is published to from the next interval on."""
-
-    def is_due(self, last_run_at):
-        from nodes.console.live import watched
-
-        due, next_check = super().is_due(last_run_at)
-        if due and not watched():
-            return schedstate(False, next_check)
-        return schedstate(due, next_check)
-
-
-# Periodic tasks beat sends only when their own condition holds.
-CONDITIONAL_SCHEDULES = {"nodes.publish_console": WhileConsoleWatched}
+    def apply_entry(self, entry, producer=None):
+        condition = self.CONDITIONS.get(entry.task)
+        if condition is not None and not condition():
+            return
+        return super().apply_entry(entry, producer=producer)
 
 
 @app.on_after_finalize.connect
@@ -85,9 +84,7 @@ def _schedule_periodic_work(sender, **kwargs):
     from kece.scheduler import PERIODIC_TASKS
 
     for task_name, interval_seconds in PERIODIC_TASKS():
-        condition = CONDITIONAL_SCHEDULES.get(task_name)
-        every = condition(interval_seconds) if condition else interval_seconds
-        sender.add_periodic_task(every, sender.signature(task_name), name=task_name)
+        sender.add_periodic_task(interval_seconds, sender.signature(task_name), name=task_name)
 
 
 @beat_init.connect

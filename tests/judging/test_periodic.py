@@ -26,26 +26,38 @@ def test_beat_schedules_every_periodic_task_and_each_is_registered():
     assert set(names) <= scheduled
 
 
-def test_beat_sends_the_console_step_only_while_a_console_page_is_open(settings):
-    from celery.beat import ScheduleEntry
+def test_beat_sends_the_console_step_only_while_a_console_page_is_open(settings, tmp_path, monkeypatch):
     from django.core.cache import cache
 
+    from kece.celery import HeartbeatScheduler
     from nodes.console import live
 
     app.loader.import_default_modules()
     app.finalize()
+    settings.KECE_PROCESS_HEARTBEAT_DIR = str(tmp_path)
+    scheduler = HeartbeatScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))
+    sent = []
+    monkeypatch.setattr(scheduler, "apply_async", lambda entry, producer=None, **kwargs: sent.append(entry.task))
 
-    def due(task: str, last_run_at) -> bool:  # as beat's scheduler asks each entry
-        [fields] = [entry for entry in app.conf.beat_schedule.values() if entry["task"] == task]
-        return ScheduleEntry(name=task, app=app, last_run_at=last_run_at, **fields).is_due().is_due
+    def ticks_after(seconds: float) -> list:
+        """What beat sends over its ticks once every entry last ran `seconds` ago."""
+        sent.clear()
+        for entry in scheduler.schedule.values():
+            entry.last_run_at = timezone.now() - timedelta(seconds=seconds)
+        scheduler._heap = None
+        for _ in range(2 * len(scheduler.schedule)):
+            scheduler.tick()
+        return sent
 
-    long_ago = timezone.now() - timedelta(minutes=5)
-    cache.delete(live.WATCHED_KEY)
-    assert not due("nodes.publish_console", long_ago)  # nobody watching: no message
-    assert due("judging.reap_expired_leases", long_ago)  # the other steps run whoever watches
-    live.mark_watched()  # a page opens
-    assert due("nodes.publish_console", long_ago)
-    assert not due("nodes.publish_console", timezone.now())  # and then once an interval
+    try:
+        cache.delete(live.WATCHED_KEY)
+        unwatched = ticks_after(30)
+        assert "nodes.publish_console" not in unwatched  # nobody watching: no message
+        assert {"judging.reap_expired_leases", "judging.dispatch_settlement_events"} <= set(unwatched)  # the rest run
+        live.mark_watched()  # a page opens
+        assert "nodes.publish_console" in ticks_after(30)
+    finally:
+        scheduler.close()
 
 
 def test_beat_keeps_its_schedule_in_the_state_folder_not_the_working_folder(settings, tmp_path):
