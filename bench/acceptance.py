@@ -56,6 +56,9 @@ from bench import dispatch, ingest, peers
 POOLS = ("python", "cpp", "java", "arkts", "mysql")
 LANGUAGE = {"python": "python", "cpp": "cpp", "java": "java", "arkts": "arkts", "mysql": "mysql"}
 SLOTS = 4  # a node's
+# uvicorn's options as Compose and Kubernetes give them (`deploy/compose/compose.yaml`): the
+# forwarded headers of whatever reaches the port are trusted, only the proxy can.
+WEB_ARGS = ("--proxy-headers", "--forwarded-allow-ips=*")
 
 
 @dataclass(frozen=True)
@@ -678,7 +681,7 @@ def main():
     results = {}
 
     def serve(workers: int, profile_dir=None):
-        server = LiveServer.for_database(web_url, workers=workers, env=env,
+        server = LiveServer.for_database(web_url, workers=workers, env=env, args=WEB_ARGS,
                                          prefix=profiler(profile_dir, "web") if profile_dir else ())
         return server
 

@@ -105,6 +105,11 @@ class Verdict(models.TextChoices):
     OLE = "OLE"
 
 
+# The verdicts as a set: `Verdict.values` builds a new list on every read, and a result's
+# check reads it once per case.
+VERDICTS = frozenset(Verdict.values)
+
+
 class BaseSubmission(models.Model):
     """What a user submitted, and the effective result of its current judge job.
 

@@ -146,8 +146,9 @@ def stop_process_group(process: subprocess.Popen, grace: float) -> None:
 
 class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
-                 workers: int = 1, prefix=()):
+                 workers: int = 1, prefix=(), args=()):
         self.workers = workers
+        self.args = list(args)  # more of uvicorn's options
         self.prefix = list(prefix)  # a command the server runs under (a benchmark's profiler)
         self.listener = socket.socket()
         # Accepted connections inherit it: uvicorn sets no TCP_NODELAY on a socket it is
@@ -187,7 +188,7 @@ class LiveServer:
         fd = self.listener.fileno()
         self.process = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "kece.serve", "--fd", str(fd),
-             "--log-level", "warning", "--no-access-log", "--workers", str(self.workers)],
+             "--log-level", "warning", "--no-access-log", "--workers", str(self.workers), *self.args],
             cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
         )
         self.listener.close()  # the server holds it now

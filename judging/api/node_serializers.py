@@ -4,7 +4,7 @@ import re
 
 from rest_framework import serializers
 
-from judging.models import JobPhase, Verdict
+from judging.models import VERDICTS, JobPhase, Verdict
 from judging.services.settle import OUTCOMES
 
 MAX_SLOTS = 1024
@@ -225,7 +225,7 @@ def result_in_fast(data) -> dict | None:
             and ("error" not in data or out["error"]) and data.get("checks", []) == []):
         return None
     if "verdict" in data:
-        if type(data["verdict"]) is not str or data["verdict"] not in Verdict.values:
+        if type(data["verdict"]) is not str or data["verdict"] not in VERDICTS:
             return None
         out["verdict"] = data["verdict"]
     if "score" in data:
@@ -237,7 +237,7 @@ def result_in_fast(data) -> dict | None:
         return None
     for case in cases:
         if not (type(case) is dict and case.keys() == _CASE_KEYS and _whole(case["ordinal"], 1, 100000)
-                and type(case["verdict"]) is str and case["verdict"] in Verdict.values
+                and type(case["verdict"]) is str and case["verdict"] in VERDICTS
                 and _whole(case["timeMs"], 0, 2**31) and _whole(case["memoryKb"], 0, 2**31)
                 and _whole(case["score"], 0, 100)):
             return None

@@ -14,7 +14,7 @@ from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked, \
     save_locked_together
-from judging.models import JobKind, JobState, Verdict
+from judging.models import VERDICTS, JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
@@ -80,7 +80,7 @@ class SettleRequest:
 
 
 def _validate_judged(job, request: SettleRequest) -> None:
-    if request.verdict not in Verdict.values:
+    if request.verdict not in VERDICTS:
         raise Invalid(f"verdict must be one of {' '.join(Verdict.values)}", fields={"verdict": ["unknown verdict"]})
     if not 0 <= request.score <= 100:
         raise Invalid("score must be 0…100", fields={"score": ["out of range"]})
@@ -92,7 +92,7 @@ def _validate_judged(job, request: SettleRequest) -> None:
         if case.ordinal not in weights or case.ordinal in seen:
             raise Invalid(f"case {case.ordinal} is not a case of this job", fields={"cases": ["unknown ordinal"]})
         seen.add(case.ordinal)
-        if case.verdict not in Verdict.values or not 0 <= case.score <= weights[case.ordinal]:
+        if case.verdict not in VERDICTS or not 0 <= case.score <= weights[case.ordinal]:
             raise Invalid(f"case {case.ordinal}: bad verdict or score", fields={"cases": ["invalid case result"]})
     if request.cases and sum(c.score for c in request.cases) != request.score:
         raise Invalid("score must be the sum of the case scores", fields={"score": ["not the sum of the cases"]})
