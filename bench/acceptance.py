@@ -2,7 +2,7 @@
 single-language submissions and a 300 burst mixed over the five pools, on light, medium
 and heavy problems whose test data is not yet on the nodes, beside the peers.
 
-    python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--profile DIR]
+    python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--repeats N] [--profile DIR]
 
 - Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
   clients, 8 of them); simulated nodes (`dispatch.py`'s, 4 slots each) judge over the real
@@ -26,7 +26,9 @@ cores) and its peak memory, the server's CPU per judged job (web + worker), and 
 slot advice. `--profile DIR` runs the web server and the worker under a profiler for the
 queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and prints their top
 entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
-than the better peer's + 0.02; 300 over HTTP within 1.15.
+than the better peer's + 0.02; 300 over HTTP within 1.15. On a machine whose neighbours come
+and go, one burst's CPU varies by a fifth: `--repeats N` runs the queued burst N times on
+the same server and the targets take the medians.
 """
 
 import argparse
@@ -37,6 +39,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -640,6 +643,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="the 300 bursts and the peers only")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-scale", action="store_true", help="no runs with two web processes or two nodes")
+    parser.add_argument("--repeats", type=int, default=1, metavar="N",
+                        help="run the queued 300 burst N times on the same server; the targets use the median")
     parser.add_argument("--profile", type=Path, help="profile the queued 300 burst's server into this directory")
     parser.add_argument("--runtime", action="store_true",
                         help="only the real-runtime mode: each pool's single-slot baseline with real agents")
@@ -679,6 +684,7 @@ def main():
     shared = {"mariadb": pid_of("mariadbd"), "redis": pid_of("redis-server")}
     python300 = plan_of(problems["python"], 300, seed=300)
     results = {}
+    repeats = []  # the queued 300 burst's further runs (--repeats)
 
     def serve(workers: int, profile_dir=None):
         server = LiveServer.for_database(web_url, workers=workers, env=env, args=WEB_ARGS,
@@ -706,6 +712,7 @@ def main():
                                  {"python": 4}, True)
         results["queued300"] = run("the same 300 queued before the nodes claim, 4 nodes", base, roots, python300,
                                    {"python": 4}, False)
+        repeats.extend(run("again", base, roots, python300, {"python": 4}, False) for _ in range(args.repeats - 1))
         if not args.no_scale:
             results["http300-2n"] = run("300 over HTTP, 2 nodes", base, roots, python300, {"python": 2}, True)
             results["queued300-2n"] = run("300 queued, 2 nodes", base, roots, python300, {"python": 2}, False)
@@ -749,14 +756,20 @@ def main():
         workers_cpu = sum(v for k, v in monitor.cpu.items() if k not in ("mariadb", "redis"))
         print(f"    {name}: makespan {makespan:.2f} s, ratio {ratio:.3f}; KECE / peer {queued.ratio / ratio:.3f};"
               f" its workers' CPU {1000 * workers_cpu / len(judge_times):.1f} ms a job; {monitor.line()}")
-    cpu = queued.server_cpu_per_job()
+    bursts = [queued, *repeats]
+    cpu = statistics.median(burst.server_cpu_per_job() for burst in bursts)
+    ratio = statistics.median(burst.ratio for burst in bursts)
+    if repeats:
+        print(f"  the queued 300 burst {len(bursts)} times on one server: server CPU per job "
+              + ", ".join(f"{1000 * burst.server_cpu_per_job():.2f}" for burst in bursts) + " ms; ratio "
+              + ", ".join(f"{burst.ratio:.3f}" for burst in bursts) + "; the targets take the medians")
     with_submissions = results["http300"].server_cpu_per_job()
     print("  targets:")
     print(f"    server CPU per judged job, queued 300 burst: {1000 * cpu:.2f} ms (target <= 4:"
           f" {'met' if cpu <= 0.004 else 'NOT met'}); with the submissions (300 over HTTP): {1000 * with_submissions:.2f} ms")
     if best is not None:
-        print(f"    queued 300 ratio {queued.ratio:.3f} against the better peer's {best:.3f} + 0.02:"
-              f" {'met' if queued.ratio <= best + 0.02 else 'NOT met'}")
+        print(f"    queued 300 ratio {ratio:.3f} against the better peer's {best:.3f} + 0.02:"
+              f" {'met' if ratio <= best + 0.02 else 'NOT met'}")
     http300 = results["http300"]
     print(f"    300 over HTTP ratio {http300.ratio:.3f} (target <= 1.15: {'met' if http300.ratio <= 1.15 else 'NOT met'})")
     if "mixed" in results:
