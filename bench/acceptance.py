@@ -3,6 +3,7 @@ single-language submissions and a 300 burst mixed over the five pools, on light,
 and heavy problems whose test data is not yet on the nodes, beside the peers.
 
     python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--repeats N] [--profile DIR]
+    python bench/acceptance.py --against CHECKOUT [--rounds N]
 
 - Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
   clients, 8 of them); simulated nodes (`dispatch.py`'s, 4 slots each) judge over the real
@@ -28,7 +29,8 @@ queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and pri
 entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
 than the better peer's + 0.02; 300 over HTTP within 1.15. On a machine whose neighbours come
 and go, one burst's CPU varies by a fifth: `--repeats N` runs the queued burst N times on
-the same server and the targets take the medians.
+the same server and the targets take the medians; `--against CHECKOUT` compares the queued
+burst on another commit's server (`git worktree add`), alternating a round at a time.
 """
 
 import argparse
@@ -139,12 +141,17 @@ class ColdNode(dispatch.SimNode):
             if download is None:
                 url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
                 download = self.held[entry["digest"]] = asyncio.ensure_future(self.fetch(url, headers))
+                download.add_done_callback(lambda done, digest=entry["digest"]: self._forget_failed(digest, done))
             await asyncio.shield(download)
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
         seconds = weight.judge_seconds(job["jobId"]) if weight else self.judge_seconds
         self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
         await asyncio.sleep(seconds)
+
+    def _forget_failed(self, digest: str, download) -> None:
+        if download.cancelled() or download.exception() is not None:
+            self.held.pop(digest, None)  # the next job that needs it downloads it again
 
     async def fetch(self, url: str, headers: dict) -> None:
         async with self.http.session.get(url, headers=headers) as response:
@@ -645,6 +652,10 @@ def main():
     parser.add_argument("--no-scale", action="store_true", help="no runs with two web processes or two nodes")
     parser.add_argument("--repeats", type=int, default=1, metavar="N",
                         help="run the queued 300 burst N times on the same server; the targets use the median")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="only compare: the queued 300 burst on this checkout's server and worker and on"
+                             " CHECKOUT's (another commit, the same schema), alternating, --rounds times")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --against (default 5)")
     parser.add_argument("--profile", type=Path, help="profile the queued 300 burst's server into this directory")
     parser.add_argument("--runtime", action="store_true",
                         help="only the real-runtime mode: each pool's single-slot baseline with real agents")
@@ -685,6 +696,9 @@ def main():
     python300 = plan_of(problems["python"], 300, seed=300)
     results = {}
     repeats = []  # the queued 300 burst's further runs (--repeats)
+
+    if args.against:
+        return compare(args, web_url, worker_url, env, shared, python300, tokens, students)
 
     def serve(workers: int, profile_dir=None):
         server = LiveServer.for_database(web_url, workers=workers, env=env, args=WEB_ARGS,
@@ -782,6 +796,36 @@ def main():
             path = args.profile / f"{name}.pstats"
             if path.exists():
                 profile_top(path)
+
+
+def compare(args, web_url, worker_url, env, shared, plan, tokens, students) -> None:
+    """The queued 300 burst on two checkouts' servers, alternating a round at a time so that
+    both meet the machine's neighbours alike (and which goes first, too): each round starts a
+    server and a worker from each checkout, runs the burst twice and counts the second (the
+    first warms them)."""
+    from tests.live import ROOT, LiveServer
+
+    checkouts = {"this checkout": ROOT, str(args.against): args.against.resolve()}
+    counted = defaultdict(list)
+    for round_number in range(1, args.rounds + 1):
+        # Each first in every other round: the first of a round may meet the machine differently.
+        for name, root in list(checkouts.items())[::1 if round_number % 2 else -1]:
+            server = LiveServer.for_database(web_url, workers=1, env=env, args=WEB_ARGS, root=root)
+            with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_url, "KECE_CONN_MAX_AGE": "60"},
+                                                cwd=root) as worker:
+                roots = {"web": server.process.pid, "worker": worker.pid, **shared}
+                for _ in range(2):
+                    burst = asyncio.run(kece_run(name, server.url, plan, nodes_per_pool={"python": 4}, tokens=tokens,
+                                                 users=students, roots=roots, http=False))
+            counted[name].append(burst)
+            store = statistics.mean(burst.timeline.done[j] - burst.timeline.posted[j] for j in burst.jobs)
+            print(f"  round {round_number}, {name}: server CPU {1000 * burst.server_cpu_per_job():.2f} ms a job"
+                  f" (web {burst.monitor.cpu['web']:.2f}, worker {burst.monitor.cpu['worker']:.2f} CPU-s), ratio"
+                  f" {burst.ratio:.3f}, result post mean {1000 * store:.1f} ms", flush=True)
+    print("  medians:")
+    for name, bursts in counted.items():
+        print(f"    {name}: server CPU {1000 * statistics.median(b.server_cpu_per_job() for b in bursts):.2f} ms a job,"
+              f" ratio {statistics.median(b.ratio for b in bursts):.3f}")
 
 
 def mixed_plan(problems, exam_problems, exam, students):

@@ -543,9 +543,9 @@ async def idle(base_url, count, seconds):
 
 
 @contextlib.contextmanager
-def celery_worker(env: dict, prefix=()):
+def celery_worker(env: dict, prefix=(), cwd=None):
     """The Celery worker with beat, as Compose runs it; `prefix`: a command it runs under
-    (a profiler)."""
+    (a profiler); `cwd`: the checkout it runs (this one by default)."""
     import subprocess
     import tempfile
 
@@ -553,7 +553,7 @@ def celery_worker(env: dict, prefix=()):
     process = subprocess.Popen(
         [*prefix, sys.executable, "-m", "celery", "-A", "kece", "worker", "--beat", "--concurrency", "1",
          "--loglevel", "WARNING", "-s", schedule], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        start_new_session=True, cwd=cwd)
     try:
         yield process
     finally:

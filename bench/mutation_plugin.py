@@ -7,8 +7,9 @@ the next:
   threads stay connected to the first one;
 - the node-auth and job-meta caches would answer for credentials and job ids that the next
   run's fresh test data reuses;
-- the lock helper's row shapes, built once per model, would hide a mutant of the code that
-  builds them.
+- the row shapes (`kece.rows`), built once per model, would hide a mutant of the code that
+  builds them;
+- the lanes' threads keep the last run's database connections.
 """
 
 import pytest
@@ -19,10 +20,9 @@ _database_names: dict[str, str] = {}
 def pytest_sessionstart(session):
     from django.db import connections
 
-    from judging import locking
     from judging.auth import auth_cache
     from judging.services import job_meta
-    from kece import lanes
+    from kece import lanes, rows
 
     for alias in connections:
         settings_dict = connections[alias].settings_dict
@@ -30,12 +30,10 @@ def pytest_sessionstart(session):
         settings_dict["NAME"] = _database_names[alias]
     connections.close_all()
     for lane in (lanes.NODE, lanes.USER, lanes.ADMIN):  # their threads keep the last run's connections
-        if lane._executor is not None:
-            lane._executor.shutdown(wait=True)
-            lane._executor = None
+        lane.stop()
     auth_cache.drop_where(lambda _: True)
     job_meta.forget_all()
-    locking._shapes.clear()
+    rows._shapes.clear()
 
 
 def pytest_collection_modifyitems(config, items):

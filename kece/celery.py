@@ -1,3 +1,4 @@
+import gc
 import os
 from pathlib import Path
 
@@ -120,10 +121,11 @@ def _serve_metrics(**kwargs):
 
 @worker_process_init.connect
 def _loaded(**kwargs):
-    # In each pool process, before its first task.
-    from kece.startup import freeze_loaded_objects
-
-    freeze_loaded_objects()
+    # In each pool process, before its first task: what the worker loaded before forking it
+    # is kept out of the cyclic collector's full walks (`kece.startup.freeze_loaded_objects`).
+    # Without a collection first: the child shares its parent's memory until it writes to
+    # it, and a collection writes to every object it walks.
+    gc.freeze()
 
 
 @worker_process_shutdown.connect

@@ -14,12 +14,13 @@ slow console pages or rejudges cannot hold up a submission or a claim.
 
 import asyncio
 import contextvars
+import os
 import queue
 import threading
 import time
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 IDLE_PING_SECONDS = 30.0
 _thread_state = threading.local()
@@ -62,58 +63,108 @@ def _answer(future: asyncio.Future, result, error: BaseException | None) -> None
         future.set_result(result)
 
 
-def _serve(tasks: queue.SimpleQueue) -> None:
-    while True:
-        loop, future, context, function, args, kwargs = tasks.get()
-        if future.cancelled():
-            continue  # given up on before it started: never run
-        result = error = None
-        try:
-            result = context.run(_call_pooled, function, args, kwargs)
-        except BaseException as exc:
-            error = exc
-        try:
-            loop.call_soon_threadsafe(_answer, future, result, error)
-        except RuntimeError:
-            pass  # the loop has closed: its server is gone
-
-
 class Lane:
-    """A named pool of `size_setting` threads (read when first used), fed by one queue.
+    """A named pool of at most `size_setting` threads (read when first used), fed by one
+    queue.
 
     A hop is a queue put and one wake-up of the loop with the answer: without the executor's
-    per-task future, its idle-thread bookkeeping and the chaining of its future to the
-    loop's, which cost the node API a tenth of its CPU. The threads are daemons: a server
-    stops taking requests and finishes those in flight before its process exits.
+    per-task future and the chaining of its future to the loop's, which cost the node API a
+    tenth of its CPU. As with the executor, a thread is started only when none is idle, so a
+    process holds as many threads, and connections, as its busiest moment needed.
+
+    The threads are daemons: a server stops taking requests and finishes those in flight
+    before its process exits, but a forced exit cuts what is running (its transaction rolls
+    back; a wake-up it had yet to publish is replaced by the waiters' fallback poll). A
+    forked child starts with no threads (`os.register_at_fork`).
     """
 
     def __init__(self, name: str, size_setting: str):
         self.name, self.size_setting = name, size_setting
-        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._started = False
         self._lock = threading.Lock()
+        self._empty()
+        _lanes.append(self)
+
+    def _empty(self) -> None:
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for a task that no caller has counted on yet
 
     @property
     def size(self) -> int:
         return getattr(settings, self.size_setting)
 
-    def _start(self) -> None:
-        with self._lock:
-            if not self._started:
-                for index in range(self.size):
-                    threading.Thread(target=_serve, args=(self._tasks,), name=f"{self.name}_{index}",
-                                     daemon=True).start()
-                self._started = True
-
     async def run(self, function, *args, **kwargs):
-        if not self._started:
-            self._start()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         # In the caller's context (as asyncio.to_thread would): the request id the log
         # lines carry (`kece.logging.request_id`) follows the request onto the lane's thread.
-        self._tasks.put((loop, future, contextvars.copy_context(), function, args, kwargs))
+        task = (loop, future, contextvars.copy_context(), function, args, kwargs)
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # an idle thread takes it
+            elif len(self._threads) < self.size:
+                thread = threading.Thread(target=self._serve, args=(self._tasks,),
+                                          name=f"{self.name}_{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            # else every thread is busy: the task waits in the queue for the first one free.
+            # Put under the lock: never into the queue of a lane stopped meanwhile.
+            self._tasks.put(task)
         return await future
+
+    def _serve(self, tasks: queue.SimpleQueue) -> None:
+        while True:
+            task = tasks.get()
+            if task is None:
+                connections.close_all()  # this thread's
+                return
+            loop, future, context, function, args, kwargs = task
+            result = error = None
+            if not future.cancelled():  # given up on before it started: never run
+                try:
+                    result = context.run(_call_pooled, function, args, kwargs)
+                except BaseException as exc:
+                    error = exc
+            # Idle before the answer goes: the caller's next task, sent as soon as it has the
+            # answer, finds this thread rather than starting another.
+            with self._lock:
+                stopped = tasks is not self._tasks
+                if not stopped:
+                    self._idle += 1
+            if not future.cancelled():
+                try:
+                    loop.call_soon_threadsafe(_answer, future, result, error)
+                except RuntimeError:
+                    pass  # the loop has closed: its server is gone
+            # Nothing of this task outlives it while the thread waits for the next one.
+            del task, loop, future, context, function, args, kwargs, result, error
+            if stopped:
+                connections.close_all()
+                return
+
+    def stop(self, timeout: float | None = None) -> None:
+        """End the lane's threads once their tasks are done, closing their connections; the
+        next task starts new ones."""
+        with self._lock:
+            threads, tasks = self._threads, self._tasks
+            self._empty()
+        for _ in threads:
+            tasks.put(None)
+        for thread in threads:
+            thread.join(timeout)
+
+
+_lanes: list[Lane] = []
+
+
+def _forked() -> None:
+    # The child has none of the parent's threads, and its lock may have been held at the fork.
+    for lane in _lanes:
+        lane._lock = threading.Lock()
+        lane._empty()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 # The node API: claims, results and the other machine calls (`judging.waiting.run_db`).

@@ -22,14 +22,15 @@ async def serve_lifespan(receive, send):
                 from kece.health import drain_on_sigterm
 
                 drain_on_sigterm()
+                # Before the scheduler's thread starts: what its first steps hold is not loading's.
+                from kece.startup import freeze_loaded_objects
+
+                freeze_loaded_objects()
                 if settings.KECE_IN_PROCESS_SCHEDULER:
                     from kece.scheduler import InProcessScheduler
 
                     scheduler = InProcessScheduler()
                     scheduler.start()
-                from kece.startup import freeze_loaded_objects
-
-                freeze_loaded_objects()
             except Exception as exc:
                 logger.exception("startup failed")
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})

@@ -163,8 +163,11 @@ def insert_values(model, rows: list[dict]) -> None:
     meta = model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     connection = database()
+    names = {field.attname for field in fields}
     values = []
     for row in rows:
+        if unknown := row.keys() - names:
+            raise ValueError(f"{meta.label} has no field {', '.join(sorted(unknown))}")
         for field in fields:
             if field.attname in row:
                 value = row[field.attname]

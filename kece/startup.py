@@ -46,10 +46,10 @@ def check_single_process_sqlite():
 def freeze_loaded_objects():
     """Move what loading allocated (modules, settings, URL patterns, models' metadata) out of
     the cyclic collector's reach. It lives as long as the process, yet every full collection
-    would walk it again: over a hundred thousand objects, some 40 ms a time in a server or
-    worker process. Called once loading is done, before the first request or task."""
+    would walk it again: over a hundred thousand objects, some 40 ms a time in a server
+    process. Called once loading is done, before the first request."""
     from django.urls import get_resolver
 
     get_resolver().url_patterns  # the views and their modules, which the first request would import
-    gc.collect()
+    gc.collect()  # what loading left behind is freed, not frozen
     gc.freeze()

@@ -146,8 +146,9 @@ def stop_process_group(process: subprocess.Popen, grace: float) -> None:
 
 class LiveServer:
     def __init__(self, env: dict | None = None, log_path: Path | None = None, database_url: str | None = None,
-                 workers: int = 1, prefix=(), args=()):
+                 workers: int = 1, prefix=(), args=(), root: Path = ROOT):
         self.workers = workers
+        self.root = Path(root)  # the checkout it serves (a benchmark may compare another)
         self.args = list(args)  # more of uvicorn's options
         self.prefix = list(prefix)  # a command the server runs under (a benchmark's profiler)
         self.listener = socket.socket()
@@ -167,7 +168,7 @@ class LiveServer:
             "DJANGO_SETTINGS_MODULE": "kece.settings",
             "KECE_ARTIFACT_ROOT": str(settings.KECE_ARTIFACT_ROOT),
             "KECE_LOG_LEVEL": os.environ.get("KECE_LOG_LEVEL", "WARNING"),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(self.root),
             # Its own metrics files: it empties them as it starts (`kece.serve`).
             "KECE_METRICS_DIR": tempfile.mkdtemp(prefix="kece-live-metrics-"),
             **{k: str(v) for k, v in (env or {}).items()},
@@ -189,7 +190,7 @@ class LiveServer:
         self.process = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "kece.serve", "--fd", str(fd),
              "--log-level", "warning", "--no-access-log", "--workers", str(self.workers), *self.args],
-            cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
+            cwd=self.root, env=self.env, stdout=log, stderr=log, start_new_session=True, pass_fds=(fd,),
         )
         self.listener.close()  # the server holds it now
         deadline = time.monotonic() + timeout
