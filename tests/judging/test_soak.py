@@ -115,6 +115,7 @@ def _node_actor(soak, node, identity_box):
                         for leased in carried.jobs if carried else []:
                             held[leased.pk] = leased
                             soak.count("claimed:carried")
+                            soak.count(f"claimed:{leased.priority_class}")  # a class may be claimed only so
                     else:
                         status = job_settle(identity=identity, request=request, now=timezone.now())
                 except (LeaseLost, Superseded) as exc:
@@ -129,7 +130,11 @@ def _node_actor(soak, node, identity_box):
                         again, resent = job_settle_and_claim(identity=identity, request=request,
                                                              now=timezone.now(), free_slots=carries)
                         for leased in resent.jobs if resent else []:
-                            soak.count("claimed:resent" if leased.pk in held else "claimed:carried")
+                            if leased.pk in held:
+                                soak.count("claimed:resent")
+                            else:
+                                soak.count("claimed:carried")
+                                soak.count(f"claimed:{leased.priority_class}")
                             held[leased.pk] = leased
                     else:
                         again = job_settle(identity=identity, request=request, now=timezone.now())
