@@ -140,8 +140,7 @@ class ColdNode(dispatch.SimNode):
             download = self.held.get(entry["digest"])
             if download is None:
                 url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
-                download = self.held[entry["digest"]] = asyncio.ensure_future(self.fetch(url, headers))
-                download.add_done_callback(lambda done, digest=entry["digest"]: self._forget_failed(digest, done))
+                download = self.held[entry["digest"]] = asyncio.ensure_future(self.fetch(entry["digest"], url, headers))
             await asyncio.shield(download)
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
@@ -149,14 +148,14 @@ class ColdNode(dispatch.SimNode):
         self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
         await asyncio.sleep(seconds)
 
-    def _forget_failed(self, digest: str, download) -> None:
-        if download.cancelled() or download.exception() is not None:
+    async def fetch(self, digest: str, url: str, headers: dict) -> None:
+        try:
+            async with self.http.session.get(url, headers=headers) as response:
+                await response.read()
+                assert response.status == 200, response.status
+        except BaseException:
             self.held.pop(digest, None)  # the next job that needs it downloads it again
-
-    async def fetch(self, url: str, headers: dict) -> None:
-        async with self.http.session.get(url, headers=headers) as response:
-            await response.read()
-            assert response.status == 200, response.status
+            raise
 
 
 # --- processes: CPU and memory ---------------------------------------------------------------

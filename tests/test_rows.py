@@ -50,15 +50,21 @@ def test_json_and_datetime_fields_survive_the_round_trip():
     assert Submission.objects.get(pk=submission.pk).current_judge_job_id == job.pk
 
 
-def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_assert_num_queries):
-    from judging.models import SettlementEvent
-
+def _queued_job():
+    """A queued job of a new submission, and the time it was queued at."""
     problem, user, now = make_problem(languages=("cpp",), cases=1), UserFactory(), timezone.now()
     submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="x",
                                            source_digest="f" * 64, source_bytes=1)
     job = JudgeJob.objects.create(submission_type="ALGO", submission_id=submission.pk, generation=1, pool="cpp",
                                   runtime_spec="cpp-r1", manifest=problem.current_manifest, snapshot={},
                                   user_id=user.pk, available_at=now, created_at=now, claim_key=now)
+    return job, now
+
+
+def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_assert_num_queries):
+    from judging.models import SettlementEvent
+
+    job, now = _queued_job()
     events = [SettlementEvent(job=job, event_type=f"kind{i}", payload={"n": i, "text": "分数"}, next_attempt_at=now,
                               created_at=now) for i in range(3)]
     with django_assert_num_queries(1):
@@ -71,12 +77,7 @@ def test_many_rows_are_inserted_in_one_statement_and_read_back_whole(django_asse
 def test_rows_given_as_values_are_written_as_the_same_instances_would_be(django_assert_num_queries):
     from judging.models import SettlementEvent
 
-    problem, user, now = make_problem(languages=("cpp",), cases=1), UserFactory(), timezone.now()
-    submission = Submission.objects.create(user=user, problem=problem, language="cpp", code="x",
-                                           source_digest="a" * 64, source_bytes=1)
-    job = JudgeJob.objects.create(submission_type="ALGO", submission_id=submission.pk, generation=1, pool="cpp",
-                                  runtime_spec="cpp-r1", manifest=problem.current_manifest, snapshot={},
-                                  user_id=user.pk, available_at=now, created_at=now, claim_key=now)
+    job, now = _queued_job()
     given = [{"job_id": job.pk, "event_type": f"{kind}{i}", "payload": {"n": i, "text": "分数"},
               "next_attempt_at": now, "created_at": now} for kind in ("a", "b") for i in range(2)]
     rows.insert_many([SettlementEvent(**row) for row in given[:2]])
