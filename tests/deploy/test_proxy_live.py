@@ -26,6 +26,7 @@ from django.conf import settings
 from django.test import Client
 
 from tests.api.helpers import make_admin
+from tests.concurrency import wait_until
 from tests.deploy.test_compose import NGINX_CONF
 from tests.live import LiveServer, free_port, read_answer, stop_process_group
 
@@ -157,4 +158,7 @@ def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clie
     assert all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in made) and made[0] != made[1]
     kept = requests.get(origin + "/livez", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
     assert kept.headers["X-Request-ID"] == "client-chosen-id-1"
-    assert "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text()
+    # nginx writes the access log line after the answer has gone out, so the client may read
+    # the answer first.
+    wait_until(lambda: "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text(), timeout=20,
+               message="the access log records the client's request id")
