@@ -120,6 +120,9 @@ class ColdNode(dispatch.SimNode):
     the judge time of the job's problem class."""
 
     weights: dict = {}  # manifest id -> Weight, set by the run
+    # The run's first job id: a job's judge time follows from its place in the run, so every
+    # run of a plan (a repeat, the other checkout's) judges the same times in the same order.
+    first_job_id: int = 0
     records: dict = {}  # job id -> (pool, judge seconds, download seconds)
 
     def __init__(self, *args, **kwargs):
@@ -129,10 +132,13 @@ class ColdNode(dispatch.SimNode):
     async def work(self, job):
         start = time.perf_counter()
         headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
-        files = [job["source"]] + [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
+        # The source, as the agent does, unless the claim sent it along; then the test data
+        # it lacks.
+        files = [] if "sourceText" in job else [job["source"]]
+        files += [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
         if job.get("sql"):
             files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
-        for entry in files:  # the source, as the agent does, and the test data it lacks
+        for entry in files:
             if not entry:
                 continue
             # As the agent's cache: slots needing the same file download it once, the others
@@ -144,7 +150,7 @@ class ColdNode(dispatch.SimNode):
             await asyncio.shield(download)
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
-        seconds = weight.judge_seconds(job["jobId"]) if weight else self.judge_seconds
+        seconds = weight.judge_seconds(job["jobId"] - self.first_job_id) if weight else self.judge_seconds
         self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
         await asyncio.sleep(seconds)
 
@@ -296,6 +302,17 @@ def _submit_queued(plan, users) -> list[int]:
         connection.close()
 
 
+def _next_job_id() -> int:
+    from django.db import connection
+    from django.db.models import Max
+    from judging.models import JudgeJob
+
+    try:
+        return (JudgeJob.objects.aggregate(last=Max("id"))["last"] or 0) + 1
+    finally:
+        connection.close()
+
+
 def _job_facts(job_ids) -> tuple[dict, int]:
     """(job id -> priority class, how many failed)."""
     from django.db import connection
@@ -317,6 +334,7 @@ async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roo
         nodes += await asyncio.to_thread(dispatch.make_nodes, count, SLOTS, pool)
     slots = {pool: count * SLOTS for pool, count in nodes_per_pool.items()}
     ColdNode.records = {}
+    ColdNode.first_job_id = await asyncio.to_thread(_next_job_id)
     context = multiprocessing.get_context("spawn")
     if http:
         go, out = context.Event(), context.Queue()

@@ -77,7 +77,8 @@ class SimNode:
                 continue
             try:
                 _status, answer = await self.http.post(PREFIX + "jobs/claim", headers=self.headers,
-                                                       body={"freeSlots": self.free, "waitMs": wait_ms})
+                                                       body={"freeSlots": self.free, "waitMs": wait_ms,
+                                                             "inlineSource": True})
             except Exception:
                 await asyncio.sleep(0.1)
                 continue
@@ -103,8 +104,9 @@ class SimNode:
         body = {"leaseEpoch": job["leaseEpoch"], "outcome": "JUDGED", "verdict": "AC", "score": 100, "timeMs": 1,
                 "memoryKb": 1, "compileOutput": "", "cases": cases}
         if self.carry_claim:
-            # Like the agent: the result post asks for the next job for the slot it frees.
-            body["claim"] = {"freeSlots": 1}
+            # Like the agent: the result post asks for the next job for the slot it frees,
+            # with its source.
+            body["claim"] = {"freeSlots": 1, "inlineSource": True}
         self.timeline.posted[job["jobId"]] = time.perf_counter()
         status, answer = await self.http.post(PREFIX + f"jobs/{job['jobId']}/result", headers=self.headers, body=body)
         assert status == 200, answer

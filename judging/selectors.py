@@ -1,5 +1,7 @@
 """Reads several callers share: user-facing status, pool readiness, pages of submissions."""
 
+import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +11,8 @@ from judging.models import JobState
 from judging.timing import offline_after
 from nodes.models import VERIFIED, DesiredState, HostGroupStatus, JudgeNode
 from pools.registry import POOLS
+
+logger = logging.getLogger("kece.node_api")
 
 
 def ready_nodes(*, now):
@@ -172,25 +176,57 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
         raise LeaseLost()
     if digest not in snapshot_digests(job.snapshot):
         raise NotInManifest()
-    if digest == (job.snapshot.get("source") or {}).get("digest") and (code := _submitted_code(job, digest)):
-        return code
+    if digest == (job.snapshot.get("source") or {}).get("digest") and (code := submitted_sources([job]).get(job.pk)):
+        return code.encode("utf-8")
     return artifacts.path_for(digest)
 
 
-def _submitted_code(job, digest: str) -> bytes | None:
-    """The UTF-8 bytes of the job's submission's code, if they are the ones `digest` names."""
+def submitted_sources(jobs) -> dict[int, str]:
+    """Each job's source that is its submission's code (the text whose UTF-8 bytes its digest
+    names), read from the submission rows (one statement per kind of submission), by job id.
+    A job whose source is not its submission's code (a diagnostic's, in the content store) is
+    left out."""
     from judging import artifacts
     from judging.models import SUBMISSION_MODELS
     from kece.rows import shape
 
-    model = SUBMISSION_MODELS.get(job.submission_type)
-    if model is None:
-        return None
-    code_shape = shape(model, ("id", "code"))
-    rows = code_shape.load(f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE {code_shape.pk_column} = %s",
-                           [job.submission_id])
-    code = rows[0].code.encode("utf-8") if rows and rows[0].code is not None else None
-    return code if code is not None and artifacts.sha256_hex(code) == digest else None
+    wanted = defaultdict(list)
+    for job in jobs:
+        digest = ((job.snapshot or {}).get("source") or {}).get("digest")
+        if digest and job.submission_type in SUBMISSION_MODELS:
+            wanted[job.submission_type].append((job, digest))
+    found = {}
+    for submission_type, pairs in wanted.items():
+        code_shape = shape(SUBMISSION_MODELS[submission_type], ("id", "code"))
+        ids = sorted({job.submission_id for job, _ in pairs})
+        codes = {row.pk: row.code for row in code_shape.load(
+            f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE {code_shape.pk_column}"
+            f" IN ({', '.join(['%s'] * len(ids))})", ids)}
+        for job, digest in pairs:
+            code = codes.get(job.submission_id)
+            if code is not None and artifacts.sha256_hex(code.encode("utf-8")) == digest:
+                found[job.pk] = code
+    return found
+
+
+def job_payloads(jobs, *, now, inline_source: bool = False) -> list[dict]:
+    """The claim response items for leased jobs; with `inline_source`, each whose source is its
+    submission's code carries that code as `sourceText`, and the node need not download it.
+    The leases are committed already: if the codes cannot be read, the jobs go without them
+    (the node downloads the sources) rather than not at all."""
+    from django.db import DatabaseError
+
+    sources = {}
+    if inline_source and jobs:
+        try:
+            sources = submitted_sources(jobs)
+        except DatabaseError:
+            logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
+    payloads = [job_payload(job, now=now) for job in jobs]
+    for job, payload in zip(jobs, payloads):
+        if job.pk in sources:
+            payload["sourceText"] = sources[job.pk]
+    return payloads
 
 
 def job_payload(job, *, now) -> dict:

@@ -167,7 +167,7 @@ class Client:
     def claim(self, *, session_epoch: int, free_slots: int, wait_ms: int) -> dict:
         return self._json(
             "POST", "/jobs/claim", headers=self._headers(session_epoch),
-            json={"freeSlots": free_slots, "waitMs": wait_ms}, timeout=wait_ms / 1000 + 15,
+            json={"freeSlots": free_slots, "waitMs": wait_ms, "inlineSource": True}, timeout=wait_ms / 1000 + 15,
         )
 
     def renew(self, *, session_epoch: int, leases: list[dict]) -> dict:

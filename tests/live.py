@@ -263,8 +263,8 @@ class NodeClient:
         return self.post("heartbeat", {"agentVersion": "test", "runtimeSpec": f"{pool}-r1", "localSlots": 2,
                                        "running": running, "health": {"ok": True, "checks": {"sandbox": True}}})
 
-    def claim(self, free_slots=1, wait_ms=0, timeout=30):
-        return self.post("jobs/claim", {"freeSlots": free_slots, "waitMs": wait_ms}, timeout=timeout)
+    def claim(self, free_slots=1, wait_ms=0, timeout=30, **extra):
+        return self.post("jobs/claim", {"freeSlots": free_slots, "waitMs": wait_ms, **extra}, timeout=timeout)
 
     def renew(self, *leases):
         return self.post("jobs/renew", {"leases": [{"jobId": j, "leaseEpoch": e, "progress": {"phase": "JUDGING",

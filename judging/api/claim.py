@@ -26,7 +26,7 @@ from rest_framework.response import Response
 
 from judging.api import bare
 from judging.api.node_serializers import ClaimIn, ClaimOut
-from judging.selectors import job_payload
+from judging.selectors import job_payloads
 from judging.services.claim import job_claim
 from judging.waiting import registry, run_db
 from kece.api import ContractView
@@ -36,11 +36,11 @@ from judging.auth import authenticate_cached
 logger = logging.getLogger("kece.claim_api")
 
 
-def claim_payload(identity, free_slots):
+def claim_payload(identity, free_slots, inline_source: bool = False):
     """One claim transaction; returns ready-to-send job dicts (no lazy loads in async)."""
     now = timezone.now()
     result = job_claim(identity=identity, free_slots=free_slots, now=now)
-    return [job_payload(job, now=now) for job in result.jobs], result.desired_state, result.reason
+    return job_payloads(result.jobs, now=now, inline_source=inline_source), result.desired_state, result.reason
 
 
 async def _authenticate(authorization: str, session_header):
@@ -59,10 +59,10 @@ async def serve_claim(*, authorization: str, session_header, body: bytes) -> tup
         return 503, Unavailable().envelope()
 
 
-async def _claim_once(identity, free_slots: int):
+async def _claim_once(identity, free_slots: int, inline_source: bool):
     """One claim transaction. If the request is cancelled meanwhile (the node hung up), the
     transaction still finishes on its thread; what it leased is released."""
-    attempt = asyncio.ensure_future(run_db(claim_payload, identity, free_slots))
+    attempt = asyncio.ensure_future(run_db(claim_payload, identity, free_slots, inline_source))
     try:
         return await asyncio.shield(attempt)
     except asyncio.CancelledError:
@@ -73,13 +73,13 @@ async def _claim_once(identity, free_slots: int):
 
 
 async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
-    free_slots = data["freeSlots"]
+    free_slots, inline_source = data["freeSlots"], data["inlineSource"]
     wait_ms = min(data.get("waitMs", settings.KECE_CLAIM_WAIT_MS), settings.KECE_CLAIM_WAIT_MS)
     desired_state = auth.desired_state
     if free_slots == 0:
         return {"jobs": [], "desiredState": desired_state}
     if wait_ms == 0:  # no waiting at all: look once
-        jobs, desired_state, _reason = await _claim_once(identity, free_slots)
+        jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source)
         return {"jobs": jobs, "desiredState": desired_state}
     pools = registry()
     waiter = pools.register(auth.pool, auth.node_id)
@@ -99,7 +99,7 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
                 waiter.recheck = False
                 auth, _ = await _authenticate(authorization, identity.session_epoch)
                 desired_state = auth.desired_state
-            jobs, desired_state, _reason = await _claim_once(identity, free_slots)
+            jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source)
             if jobs:
                 return {"jobs": jobs, "desiredState": desired_state}
             pools.requeue(auth.pool, waiter)

@@ -66,6 +66,9 @@ class ClaimIn(serializers.Serializer):
     freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
     # Above claimWaitMs it is capped, not refused (API.md).
     waitMs = serializers.IntegerField(min_value=0, required=False)
+    inlineSource = serializers.BooleanField(required=False, default=False, help_text=(
+        "Optional (an addition to the contract; default false): send each leased job's source with it, as "
+        "`sourceText`, when the source is the submission's code, so that the node need not download it."))
 
 
 class FileRefOut(serializers.Serializer):
@@ -114,6 +117,9 @@ class JobOut(serializers.Serializer):
     source = SourceOut(allow_null=True)
     cases = CaseOut(many=True)
     sql = SqlOut(allow_null=True)
+    sourceText = serializers.CharField(required=False, help_text=(
+        "Only when the claim asked for `inlineSource` and the source is the submission's code: that code, whose "
+        "UTF-8 bytes are the ones `source.digest` names. Without it the node downloads the source as before."))
     ownChecks = serializers.BooleanField(required=False, help_text=(
         "Optional, DIAGNOSTIC jobs only: judge the job as usual, and also attach the node's own self-check items "
         "to the result as `checks` ([{name, ok, detail}]). The server grades the verdict either way."))
@@ -166,6 +172,9 @@ class CheckItemIn(serializers.Serializer):
 
 class NextClaimIn(serializers.Serializer):
     freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
+    inlineSource = serializers.BooleanField(required=False, default=False, help_text=(
+        "Optional (an addition to the contract; default false): send each leased job's source with it, as "
+        "`sourceText`, when the source is the submission's code, so that the node need not download it."))
 
 
 class ResultIn(serializers.Serializer):
@@ -198,6 +207,7 @@ _UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")  # what DRF's CharField refuses
 _RESULT_KEYS = {"leaseEpoch", "outcome", "verdict", "score", "timeMs", "memoryKb", "compileOutput", "cases",
                 "checks", "error", "message", "claim"}
 _CASE_KEYS = {"ordinal", "verdict", "timeMs", "memoryKb", "score"}
+_CLAIM_KEYS = {"freeSlots", "inlineSource"}
 
 
 def _whole(value, low: int, high: int) -> bool:
@@ -244,9 +254,10 @@ def result_in_fast(data) -> dict | None:
     out["cases"] = [dict(case) for case in cases]
     if "claim" in data:
         claim = data["claim"]
-        if not (type(claim) is dict and claim.keys() == {"freeSlots"} and _whole(claim["freeSlots"], 0, MAX_SLOTS)):
+        if not (type(claim) is dict and "freeSlots" in claim and _CLAIM_KEYS.issuperset(claim)
+                and _whole(claim["freeSlots"], 0, MAX_SLOTS) and type(claim.get("inlineSource", False)) is bool):
             return None
-        out["claim"] = {"freeSlots": claim["freeSlots"]}
+        out["claim"] = {"freeSlots": claim["freeSlots"], "inlineSource": claim.get("inlineSource", False)}
     if out["outcome"] == "JUDGED" and not ("verdict" in out and "score" in out):
         return None
     if out["outcome"] == "INFRA_ERROR" and not out["error"]:

@@ -5,10 +5,11 @@ The hottest call under load (one per job), so under uvicorn it is served bare
 database pool. The DRF view serves the test client and describes the call in the schema.
 Both run `serve_result`.
 
-A result may carry the node's next claim (`claim: {freeSlots}`, an optional field): once
-the result is accepted, up to freeSlots jobs are leased without waiting and returned in
-`jobs`. A busy node then needs one request per job instead of two. The same post again
-(its answer was lost) is a `duplicate` whose `jobs` are the ones that answer held.
+A result may carry the node's next claim (`claim: {freeSlots, inlineSource}`, an optional
+field): once the result is accepted, up to freeSlots jobs are leased without waiting and
+returned in `jobs`, with their sources if `inlineSource` asks (as a claim may). A busy
+node then needs one request per job instead of three. The same post again (its answer was
+lost) is a `duplicate` whose `jobs` are the ones that answer held.
 """
 
 import logging
@@ -22,7 +23,7 @@ from judging.api import bare
 from judging.api import node_serializers as s
 from judging.api.claim import claim_payload
 from judging.api.node import SESSION_PARAMETER, TAGS
-from judging.selectors import job_payload
+from judging.selectors import job_payloads
 from judging.services.settle import CaseResult, SettleRequest, job_settle, job_settle_and_claim
 from judging.waiting import registry, run_db
 from kece.api import ContractView
@@ -44,17 +45,17 @@ def _settle_request(job_id: int, data: dict) -> SettleRequest:
     )
 
 
-def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int) -> dict:
+def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int, inline_source: bool) -> dict:
     """Settle and lease the carried claim in one transaction. Whatever happens to the
     claim, an accepted result stands (a node moved to another host group meanwhile
     claims on its own, without waiting)."""
     now = timezone.now()
     status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots)
     if claim is not None:
-        return {"status": status, "jobs": [job_payload(job, now=now) for job in claim.jobs],
+        return {"status": status, "jobs": job_payloads(claim.jobs, now=now, inline_source=inline_source),
                 "desiredState": claim.desired_state}
     try:
-        jobs, desired_state, _reason = claim_payload(identity, free_slots)
+        jobs, desired_state, _reason = claim_payload(identity, free_slots, inline_source)
     except DomainError as error:
         logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
         return {"status": status, "jobs": [], "desiredState": auth.desired_state}
@@ -70,7 +71,8 @@ def serve_result(*, authorization: str, session_header, job_id: int, body: bytes
         identity = auth.identity(session)
         request = _settle_request(job_id, data)
         if "claim" in data:
-            return 200, _settled_with_claim(identity, auth, request, data["claim"]["freeSlots"])
+            claim = data["claim"]
+            return 200, _settled_with_claim(identity, auth, request, claim["freeSlots"], claim["inlineSource"])
         return 200, {"status": job_settle(identity=identity, request=request, now=timezone.now())}
     except DomainError as error:
         return error.status, error.envelope()

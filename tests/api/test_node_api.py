@@ -278,6 +278,34 @@ def test_a_carried_claim_gives_a_draining_node_no_work(server):
     assert body == {"status": "settled", "jobs": [], "desiredState": "DRAINING"}
 
 
+def test_a_claim_may_send_each_jobs_source_along_so_the_node_need_not_download_it(server):
+    node, _ = make_node(pool="python", max_slots=2)
+    agent = client_for(server, node)
+    problem = make_problem(languages=("python",))
+    codes = ["print('你好')  # not only ASCII", "print(1)", "print(2)"]
+    submitted = {submit(UserFactory(), problem, code=code).pk: code for code in codes}
+
+    # Asked for: the code, whose UTF-8 bytes are the ones the source's digest names.
+    [first] = agent.claim(wait_ms=2000, inlineSource=True).json()["jobs"]
+    assert first["sourceText"] == submitted[first["submissionId"]]
+    assert hashlib.sha256(first["sourceText"].encode()).hexdigest() == first["source"]["digest"]
+    # Not asked for: the contract's Job, unchanged.
+    [second] = agent.claim(wait_ms=2000).json()["jobs"]
+    assert "sourceText" not in second
+    # A carried claim may ask for it too.
+    carried = agent.result(first["jobId"], _judged_body(first, claim={"freeSlots": 1, "inlineSource": True})).json()
+    [third] = carried["jobs"]
+    assert third["sourceText"] == submitted[third["submissionId"]]
+    # The source may still be downloaded as before.
+    assert agent.artifact(third["jobId"], third["source"]["digest"], third["leaseEpoch"]).content == \
+        third["sourceText"].encode()
+
+    refused = agent.claim(wait_ms=0, inlineSource="sometimes")
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid")
+    refused = agent.result(second["jobId"], _judged_body(second, claim={"freeSlots": 1, "inlineSource": "x"}))
+    assert refused.status_code == 400 and JudgeJob.objects.get(pk=second["jobId"]).state == "RUNNING"
+
+
 def test_json_nested_too_deeply_is_malformed_not_a_server_error(server):
     node, _ = make_node(pool="python")
     agent = client_for(server, node)

@@ -17,6 +17,8 @@ junk = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-5, max_value=2**31 + 5), st.floats(allow_nan=False),
     st.sampled_from(["", " ", "AC", "ac", "x" * 65, " oops ", "a\x00b", "\ud800", "5", "JUDGED"]),
     st.lists(st.integers(), max_size=2), st.dictionaries(st.sampled_from(["freeSlots", "x"]), st.integers(), max_size=2),
+    st.fixed_dictionaries({"freeSlots": st.integers(0, 2)}, optional={"inlineSource": st.sampled_from(
+        [True, False, "true", 1, 0, None, "yes"])}),
 )
 
 
@@ -41,6 +43,8 @@ def bodies(draw, broken=True):
                     message=draw(clean_text if not broken else st.text(max_size=20)))
     if draw(st.booleans()):
         body["claim"] = {"freeSlots": draw(st.integers(0, 1024))}
+        if draw(st.booleans()):
+            body["claim"]["inlineSource"] = draw(st.booleans())
     # Then break it, or not: drop, replace or add fields, including nested ones.
     for _ in range(draw(st.integers(0, 2)) if broken else 0):
         action = draw(st.sampled_from(["drop", "replace", "add", "case"]))

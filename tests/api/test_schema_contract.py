@@ -232,8 +232,9 @@ def test_the_node_and_job_objects_have_every_contract_field(schema):
     claim = body_of(schema, ops[("POST", NODE + "jobs/claim")], 200)
     job = resolve(schema, claim["properties"]["jobs"]["items"])
     # The contract's fields, plus the optional ones it allows adding (none of them required).
-    assert set(job["properties"]) == JOB_FIELDS | {"ownChecks"}
-    assert "ownChecks" not in job.get("required", [])
+    added = {"ownChecks", "sourceText"}
+    assert set(job["properties"]) == JOB_FIELDS | added
+    assert not added & set(job.get("required", []))
     figures = body_of(schema, ops[("GET", ADMIN + "pools")], 200)
     pool = resolve(schema, figures["items"])
     added = {"pendingByClass", "oldestWaitByClass", "throttling"}

@@ -80,6 +80,7 @@ class FakeControlPlane:
         self.jobs: dict[int, Job] = {}
         self.blobs: dict[str, bytes] = {}
         self.corrupt: set[str] = set()
+        self.wrong_source_text: dict[int, str] = {}  # job id -> the sourceText sent instead of its source
         self.faults: list[dict] = []
         self.log: list[tuple[str, str, int]] = []
         self.carried_claims = 0  # result posts that carried the next claim
@@ -234,15 +235,20 @@ class FakeControlPlane:
                 job.attempts -= 1
         job.owner = None
 
-    def _job_json(self, job: Job) -> dict:
-        return {
+    def _job_json(self, job: Job, inline_source: bool = False) -> dict:
+        answer = {
             "jobId": job.id, "kind": job.kind, "submissionType": "DB" if job.sql else "ALGO",
             "submissionId": job.id + 1000, "generation": 1, "pool": job.pool, "leaseEpoch": job.lease_epoch,
             "leaseRemainingMs": self.lease_ttl_ms, "runtimeSpec": job.runtime_spec, "manifestId": job.id + 500,
             "limits": job.limits, "source": job.source, "cases": job.cases, "sql": job.sql,
         }
+        if inline_source and job.source is not None:
+            # As the server: the source's text along with the job, when the claim asks.
+            text = self.blobs[job.source["digest"]].decode("utf-8", "replace")
+            answer["sourceText"] = self.wrong_source_text.get(job.id, text)
+        return answer
 
-    def _lease(self, node: Node, free: int) -> list[dict]:
+    def _lease(self, node: Node, free: int, inline_source: bool = False) -> list[dict]:
         """Lease up to `free` claimable jobs within the node's slots (lock held)."""
         headroom = min(free, node.max_slots - self._in_flight(node))
         ready = self._claimable(node)[:max(0, headroom)]
@@ -257,7 +263,7 @@ class FakeControlPlane:
             job.claims.append((node.id, node.session_epoch, job.lease_epoch, now))
         if ready:
             self.changed.notify_all()
-        return [self._job_json(j) for j in ready]
+        return [self._job_json(j, inline_source) for j in ready]
 
     def _carried(self, node: Node, carried) -> dict:
         """The answer to a claim carried on a result post: no waiting."""
@@ -265,7 +271,7 @@ class FakeControlPlane:
             return {}
         node.claims_asked.append(time.monotonic())
         self.carried_claims += 1
-        jobs = self._lease(node, int(carried.get("freeSlots", 0)))
+        jobs = self._lease(node, int(carried.get("freeSlots", 0)), carried.get("inlineSource") is True)
         self.carried_jobs += len(jobs)
         return {"jobs": jobs, "desiredState": node.desired_state}
 
@@ -444,7 +450,7 @@ class _Handler(BaseHTTPRequestHandler):
             while True:
                 if node.session_epoch != epoch:
                     raise ApiFault(409, "session_superseded")
-                ready = p._lease(node, free)
+                ready = p._lease(node, free, body.get("inlineSource") is True)
                 if ready:
                     answer = {"jobs": ready, "desiredState": node.desired_state}
                     break

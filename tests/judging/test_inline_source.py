@@ -1,0 +1,39 @@
+"""A claim that asks for its jobs' sources (`inlineSource`) gets each job's submitted code,
+and only code whose bytes are the ones the job's digest names; the leases reach the node
+even when the codes cannot be read."""
+
+from django.db import DatabaseError
+
+from judging.api.claim import claim_payload
+from judging.models import JobState, JudgeJob, Submission
+from tests.judging.helpers import submit
+
+
+def test_each_job_carries_its_own_code(student, problem, node_a):
+    _, identity = node_a
+    codes = {submit(student, problem, code=f"print({n})").pk: f"print({n})" for n in range(2)}
+    jobs, _, _ = claim_payload(identity, 2, True)
+    assert {job["submissionId"]: job["sourceText"] for job in jobs} == codes
+
+
+def test_code_that_no_longer_matches_its_digest_is_not_sent(student, problem, node_a):
+    _, identity = node_a
+    submission = submit(student, problem, code="print(1)")
+    Submission.objects.filter(pk=submission.pk).update(code="print(2)")
+    [job], _, _ = claim_payload(identity, 1, True)
+    assert "sourceText" not in job and job["source"]["bytes"] == len("print(1)")
+
+
+def test_the_leases_go_out_without_the_codes_if_they_cannot_be_read(student, problem, node_a, monkeypatch):
+    import judging.selectors
+
+    _, identity = node_a
+    submit(student, problem)
+
+    def unreadable(jobs):
+        raise DatabaseError("lost connection")
+
+    monkeypatch.setattr(judging.selectors, "submitted_sources", unreadable)
+    [job], _, _ = claim_payload(identity, 1, True)
+    assert "sourceText" not in job
+    assert JudgeJob.objects.get(pk=job["jobId"]).state == JobState.RUNNING
