@@ -209,11 +209,17 @@ def submitted_sources(jobs) -> dict[int, str]:
     return found
 
 
+# The most source bytes one claim answer carries along with its jobs: a batch of large
+# sources is downloaded by its node instead of swelling one answer (256 slots of 256 KiB).
+INLINE_SOURCES_MAX_BYTES = 4 << 20
+
+
 def job_payloads(jobs, *, now, inline_source: bool = False) -> list[dict]:
     """The claim response items for leased jobs; with `inline_source`, each whose source is its
-    submission's code carries that code as `sourceText`, and the node need not download it.
-    The leases are committed already: if the codes cannot be read, the jobs go without them
-    (the node downloads the sources) rather than not at all."""
+    submission's code carries that code as `sourceText`, and the node need not download it,
+    up to `INLINE_SOURCES_MAX_BYTES` in all. The leases are committed already: if the codes
+    cannot be read, the jobs go without them (the node downloads the sources) rather than not
+    at all."""
     from django.db import DatabaseError
 
     sources = {}
@@ -223,9 +229,11 @@ def job_payloads(jobs, *, now, inline_source: bool = False) -> list[dict]:
         except DatabaseError:
             logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
     payloads = [job_payload(job, now=now) for job in jobs]
+    budget = INLINE_SOURCES_MAX_BYTES
     for job, payload in zip(jobs, payloads):
-        if job.pk in sources:
+        if job.pk in sources and payload["source"]["bytes"] <= budget:
             payload["sourceText"] = sources[job.pk]
+            budget -= payload["source"]["bytes"]
     return payloads
 
 

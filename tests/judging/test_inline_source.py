@@ -16,6 +16,19 @@ def test_each_job_carries_its_own_code(student, problem, node_a):
     assert {job["submissionId"]: job["sourceText"] for job in jobs} == codes
 
 
+def test_one_answer_carries_sources_up_to_its_budget_and_the_rest_are_downloaded(student, problem, node_a,
+                                                                               monkeypatch):
+    import judging.selectors
+
+    _, identity = node_a
+    for code in ("print(1)", "print(22)", "print(3)"):
+        submit(student, problem, code=code)
+    monkeypatch.setattr(judging.selectors, "INLINE_SOURCES_MAX_BYTES", len("print(1)") + len("print(3)"))
+    jobs, _, _ = claim_payload(identity, 2, True)
+    # The first fits; the second does not fit in what is left, and is downloaded.
+    assert [job.get("sourceText") for job in jobs] == ["print(1)", None]
+
+
 def test_code_that_no_longer_matches_its_digest_is_not_sent(student, problem, node_a):
     _, identity = node_a
     submission = submit(student, problem, code="print(1)")
