@@ -35,6 +35,7 @@ burst on another commit's server (`git worktree add`), alternating a round at a 
 
 import argparse
 import asyncio
+import hashlib
 import math
 import multiprocessing
 import os
@@ -121,7 +122,8 @@ class ColdNode(dispatch.SimNode):
 
     weights: dict = {}  # manifest id -> Weight, set by the run
     # The run's first job id: a job's judge time follows from its place in the run, so every
-    # run of a plan (a repeat, the other checkout's) judges the same times in the same order.
+    # queued run of a plan (a repeat, the other checkout's) judges the same times in the same
+    # order; over HTTP, in the order the jobs were made.
     first_job_id: int = 0
     records: dict = {}  # job id -> (pool, judge seconds, download seconds)
 
@@ -134,7 +136,9 @@ class ColdNode(dispatch.SimNode):
         headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
         # The source, as the agent does, unless the claim sent it along; then the test data
         # it lacks.
-        files = [] if "sourceText" in job else [job["source"]]
+        sent = job.get("sourceText")
+        files = [] if sent is not None and hashlib.sha256(sent.encode()).hexdigest() == job["source"]["digest"] \
+            else [job["source"]]
         files += [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
         if job.get("sql"):
             files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
@@ -346,6 +350,7 @@ async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roo
         queued = []
     else:
         queued = await asyncio.to_thread(_submit_queued, plan, users)
+        ColdNode.first_job_id = queued[0]
 
     async def scenario(timeline):
         if http:

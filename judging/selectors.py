@@ -1,10 +1,12 @@
 """Reads several callers share: user-facing status, pool readiness, pages of submissions."""
 
+import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import DatabaseError
 from django.db.models import CharField, Q, Value
 
 from judging.models import JobState
@@ -176,7 +178,8 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
         raise LeaseLost()
     if digest not in snapshot_digests(job.snapshot):
         raise NotInManifest()
-    if digest == (job.snapshot.get("source") or {}).get("digest") and (code := submitted_sources([job]).get(job.pk)):
+    if digest == (job.snapshot.get("source") or {}).get("digest") and \
+            (code := submitted_sources([job]).get(job.pk)) is not None:
         return code.encode("utf-8")
     return artifacts.path_for(digest)
 
@@ -209,8 +212,9 @@ def submitted_sources(jobs) -> dict[int, str]:
     return found
 
 
-# The most source bytes one claim answer carries along with its jobs: a batch of large
-# sources is downloaded by its node instead of swelling one answer (256 slots of 256 KiB).
+# The most bytes of sources one claim answer carries, as sent (JSON-escaped): a batch of
+# large sources is downloaded by its node instead of swelling one answer (a node of 256
+# slots, a source of up to 256 KiB each).
 INLINE_SOURCES_MAX_BYTES = 4 << 20
 
 
@@ -220,20 +224,26 @@ def job_payloads(jobs, *, now, inline_source: bool = False) -> list[dict]:
     up to `INLINE_SOURCES_MAX_BYTES` in all. The leases are committed already: if the codes
     cannot be read, the jobs go without them (the node downloads the sources) rather than not
     at all."""
-    from django.db import DatabaseError
-
-    sources = {}
-    if inline_source and jobs:
-        try:
-            sources = submitted_sources(jobs)
-        except DatabaseError:
-            logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
     payloads = [job_payload(job, now=now) for job in jobs]
+    if not (inline_source and jobs):
+        return payloads
+    # Only sources that could fit are read; what they take once escaped decides.
+    fitting, planned = [], 0
+    for job, payload in zip(jobs, payloads):
+        size = (payload["source"] or {}).get("bytes") or 0
+        if planned + size <= INLINE_SOURCES_MAX_BYTES:
+            fitting.append(job)
+            planned += size
+    try:
+        sources = submitted_sources(fitting)
+    except DatabaseError:
+        logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
+        return payloads
     budget = INLINE_SOURCES_MAX_BYTES
     for job, payload in zip(jobs, payloads):
-        if job.pk in sources and payload["source"]["bytes"] <= budget:
+        if job.pk in sources and (size := len(json.dumps(sources[job.pk]))) <= budget:
             payload["sourceText"] = sources[job.pk]
-            budget -= payload["source"]["bytes"]
+            budget -= size
     return payloads
 
 

@@ -152,6 +152,19 @@ def total_budget_s(job: dict) -> float:
     return 120.0 + cases * (time_ms * 2 + 2000) / 1000
 
 
+def _inline_source(job: dict, digest: str) -> bytes | None:
+    """The source the claim sent along with the job (`sourceText`), if it is the one `digest`
+    names; else None, and the source is downloaded."""
+    text = job.get("sourceText")
+    if not isinstance(text, str) or digest != (job.get("source") or {}).get("digest"):
+        return None
+    try:
+        inline = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no bytes of the source
+        return None
+    return inline if hashlib.sha256(inline).hexdigest() == digest else None
+
+
 class Agent:
     def __init__(self, config: Config, client: Client, sandbox: Sandbox, identity: Identity,
                  judge_db: sqljudge.JudgeDb | None = None, metrics: AgentMetrics | None = None):
@@ -684,14 +697,10 @@ class Agent:
 
     def fetch(self, jr: JobRun, entry: dict) -> Path:
         def stream(digest: str):
-            # The claim sent the source along (`inlineSource`); if its bytes are not the ones
-            # the digest names, it is downloaded as usual.
-            text = jr.job.get("sourceText")
-            if isinstance(text, str) and digest == (jr.job.get("source") or {}).get("digest"):
-                inline = text.encode("utf-8")
-                if hashlib.sha256(inline).hexdigest() == digest:
-                    yield inline
-                    return
+            inline = _inline_source(jr.job, digest)
+            if inline is not None:
+                yield inline
+                return
             session_epoch = jr.session_epoch
             backoff = Backoff(base=0.5, cap=5.0)
             for attempt in range(4):

@@ -36,7 +36,7 @@ from judging.auth import authenticate_cached
 logger = logging.getLogger("kece.claim_api")
 
 
-def claim_payload(identity, free_slots, inline_source: bool = False):
+def claim_payload(identity, free_slots, *, inline_source: bool = False):
     """One claim transaction; returns ready-to-send job dicts (no lazy loads in async)."""
     now = timezone.now()
     result = job_claim(identity=identity, free_slots=free_slots, now=now)
@@ -62,7 +62,7 @@ async def serve_claim(*, authorization: str, session_header, body: bytes) -> tup
 async def _claim_once(identity, free_slots: int, inline_source: bool):
     """One claim transaction. If the request is cancelled meanwhile (the node hung up), the
     transaction still finishes on its thread; what it leased is released."""
-    attempt = asyncio.ensure_future(run_db(claim_payload, identity, free_slots, inline_source))
+    attempt = asyncio.ensure_future(run_db(claim_payload, identity, free_slots, inline_source=inline_source))
     try:
         return await asyncio.shield(attempt)
     except asyncio.CancelledError:

@@ -62,13 +62,19 @@ class HeartbeatOut(serializers.Serializer):
     heartbeatIntervalMs = serializers.IntegerField()
 
 
-class ClaimIn(serializers.Serializer):
+
+
+class NextClaimIn(serializers.Serializer):
+    """The claim a result post may carry; the long-poll claim's body is this and `waitMs`."""
     freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
-    # Above claimWaitMs it is capped, not refused (API.md).
-    waitMs = serializers.IntegerField(min_value=0, required=False)
     inlineSource = serializers.BooleanField(required=False, default=False, help_text=(
         "Optional (an addition to the contract; default false): send each leased job's source with it, as "
         "`sourceText`, when the source is the submission's code, so that the node need not download it."))
+
+
+class ClaimIn(NextClaimIn):
+    # Above claimWaitMs it is capped, not refused (API.md).
+    waitMs = serializers.IntegerField(min_value=0, required=False)
 
 
 class FileRefOut(serializers.Serializer):
@@ -170,11 +176,6 @@ class CheckItemIn(serializers.Serializer):
     detail = serializers.CharField(max_length=4000, allow_blank=True, required=False, default="")
 
 
-class NextClaimIn(serializers.Serializer):
-    freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
-    inlineSource = serializers.BooleanField(required=False, default=False, help_text=(
-        "Optional (an addition to the contract; default false): send each leased job's source with it, as "
-        "`sourceText`, when the source is the submission's code, so that the node need not download it."))
 
 
 class ResultIn(serializers.Serializer):

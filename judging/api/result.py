@@ -8,8 +8,8 @@ Both run `serve_result`.
 A result may carry the node's next claim (`claim: {freeSlots, inlineSource}`, an optional
 field): once the result is accepted, up to freeSlots jobs are leased without waiting and
 returned in `jobs`, with their sources if `inlineSource` asks (as a claim may). A busy
-node then needs one request per job instead of three. The same post again (its answer was
-lost) is a `duplicate` whose `jobs` are the ones that answer held.
+node then needs one request per job, not a result post, a claim and a source download. The
+same post again (its answer was lost) is a `duplicate` whose `jobs` are the ones that answer held.
 """
 
 import logging
@@ -55,7 +55,7 @@ def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int,
         return {"status": status, "jobs": job_payloads(claim.jobs, now=now, inline_source=inline_source),
                 "desiredState": claim.desired_state}
     try:
-        jobs, desired_state, _reason = claim_payload(identity, free_slots, inline_source)
+        jobs, desired_state, _reason = claim_payload(identity, free_slots, inline_source=inline_source)
     except DomainError as error:
         logger.info("claim after result refused", extra={"node": identity.node_id, "error": error.code})
         return {"status": status, "jobs": [], "desiredState": auth.desired_state}

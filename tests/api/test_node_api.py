@@ -292,13 +292,21 @@ def test_a_claim_may_send_each_jobs_source_along_so_the_node_need_not_download_i
     # Not asked for: the contract's Job, unchanged.
     [second] = agent.claim(wait_ms=2000).json()["jobs"]
     assert "sourceText" not in second
-    # A carried claim may ask for it too.
-    carried = agent.result(first["jobId"], _judged_body(first, claim={"freeSlots": 1, "inlineSource": True})).json()
-    [third] = carried["jobs"]
+    # A carried claim may ask for it too, and the same post again (its answer lost) gets the
+    # same jobs with their sources.
+    body = _judged_body(first, claim={"freeSlots": 1, "inlineSource": True})
+    [third] = agent.result(first["jobId"], body).json()["jobs"]
     assert third["sourceText"] == submitted[third["submissionId"]]
+    again = agent.result(first["jobId"], body).json()
+    assert again["status"] == "duplicate" and [j["sourceText"] for j in again["jobs"]] == [third["sourceText"]]
     # The source may still be downloaded as before.
     assert agent.artifact(third["jobId"], third["source"]["digest"], third["leaseEpoch"]).content == \
         third["sourceText"].encode()
+
+    # Not asked for on a carried claim: none.
+    submit(UserFactory(), problem, code="print(4)")
+    [fourth] = agent.result(third["jobId"], _judged_body(third, claim={"freeSlots": 1})).json()["jobs"]
+    assert "sourceText" not in fourth
 
     refused = agent.claim(wait_ms=0, inlineSource="sometimes")
     assert (refused.status_code, refused.json()["error"]) == (400, "invalid")

@@ -12,20 +12,22 @@ from tests.judging.helpers import submit
 def test_each_job_carries_its_own_code(student, problem, node_a):
     _, identity = node_a
     codes = {submit(student, problem, code=f"print({n})").pk: f"print({n})" for n in range(2)}
-    jobs, _, _ = claim_payload(identity, 2, True)
+    jobs, _, _ = claim_payload(identity, 2, inline_source=True)
     assert {job["submissionId"]: job["sourceText"] for job in jobs} == codes
 
 
-def test_one_answer_carries_sources_up_to_its_budget_and_the_rest_are_downloaded(student, problem, node_a,
-                                                                               monkeypatch):
+def test_one_answer_carries_sources_up_to_its_budget_as_sent_and_the_rest_are_downloaded(student, problem, node_a,
+                                                                                       monkeypatch):
     import judging.selectors
 
     _, identity = node_a
-    for code in ("print(1)", "print(22)", "print(3)"):
+    # 15 bytes of UTF-8, 23 once escaped in the answer ("print('\u4f60\u597d')" with its quotes).
+    for code in ("print(1)", "print('你好')"):
         submit(student, problem, code=code)
-    monkeypatch.setattr(judging.selectors, "INLINE_SOURCES_MAX_BYTES", len("print(1)") + len("print(3)"))
-    jobs, _, _ = claim_payload(identity, 2, True)
-    # The first fits; the second does not fit in what is left, and is downloaded.
+    monkeypatch.setattr(judging.selectors, "INLINE_SOURCES_MAX_BYTES", 10 + 20)
+    jobs, _, _ = claim_payload(identity, 2, inline_source=True)
+    # The first fits (10 bytes with its quotes); the second does not fit in what is left as
+    # sent, though its UTF-8 bytes would, and is downloaded.
     assert [job.get("sourceText") for job in jobs] == ["print(1)", None]
 
 
@@ -33,7 +35,7 @@ def test_code_that_no_longer_matches_its_digest_is_not_sent(student, problem, no
     _, identity = node_a
     submission = submit(student, problem, code="print(1)")
     Submission.objects.filter(pk=submission.pk).update(code="print(2)")
-    [job], _, _ = claim_payload(identity, 1, True)
+    [job], _, _ = claim_payload(identity, 1, inline_source=True)
     assert "sourceText" not in job and job["source"]["bytes"] == len("print(1)")
 
 
@@ -47,6 +49,6 @@ def test_the_leases_go_out_without_the_codes_if_they_cannot_be_read(student, pro
         raise DatabaseError("lost connection")
 
     monkeypatch.setattr(judging.selectors, "submitted_sources", unreadable)
-    [job], _, _ = claim_payload(identity, 1, True)
+    [job], _, _ = claim_payload(identity, 1, inline_source=True)
     assert "sourceText" not in job
     assert JudgeJob.objects.get(pk=job["jobId"]).state == JobState.RUNNING

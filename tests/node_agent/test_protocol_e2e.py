@@ -205,14 +205,15 @@ def test_a_busy_agent_asks_for_its_next_job_on_the_result_post(plane, launch):
 def test_the_agent_takes_the_source_sent_with_the_job_and_downloads_it_only_if_it_does_not_match(plane, launch):
     need_pool("python")
     launch(plane, "python", slots=1)
-    jobs = [plane.add_job(pool="python", source=PY_AC + f"\n# {n}\n", cases=SUM_CASES) for n in range(3)]
+    jobs = [plane.add_job(pool="python", source=PY_AC + f"\n# {n}\n", cases=SUM_CASES) for n in range(4)]
     plane.wrong_source_text[jobs[2]] = "print('not what the digest names')"
-    assert [verdict_of(plane, j, timeout=60)["verdict"] for j in jobs] == ["AC"] * 3
-    # Sent along with the first two (by a long-poll claim, then a carried one); the third's
-    # did not match its digest, so that one was downloaded.
+    plane.wrong_source_text[jobs[3]] = "print('\ud800')"  # no UTF-8 bytes at all
+    assert [verdict_of(plane, j, timeout=60)["verdict"] for j in jobs] == ["AC"] * 4
+    # Sent along with the first two (by a long-poll claim, then a carried one); the others'
+    # were not the sources their digests name, so those were downloaded.
     downloaded = [re.search(r"/jobs/(\d+)/", path).group(1) for _method, path, _status in plane.calls("/artifacts/")
                   if any(plane.jobs[j].source["digest"] in path for j in jobs)]
-    assert downloaded == [str(jobs[2])]
+    assert downloaded == [str(jobs[2]), str(jobs[3])]
 
 
 def test_a_pending_node_runs_its_diagnostic_and_no_judge_job(plane, launch):
