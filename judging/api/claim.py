@@ -59,7 +59,7 @@ async def serve_claim(*, authorization: str, session_header, body: bytes) -> tup
         return 503, Unavailable().envelope()
 
 
-async def _claim_once(identity, free_slots: int, inline_source: bool):
+async def _claim_once(identity, free_slots: int, *, inline_source: bool = False):
     """One claim transaction. If the request is cancelled meanwhile (the node hung up), the
     transaction still finishes on its thread; what it leased is released."""
     attempt = asyncio.ensure_future(run_db(claim_payload, identity, free_slots, inline_source=inline_source))
@@ -79,7 +79,7 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
     if free_slots == 0:
         return {"jobs": [], "desiredState": desired_state}
     if wait_ms == 0:  # no waiting at all: look once
-        jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source)
+        jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source=inline_source)
         return {"jobs": jobs, "desiredState": desired_state}
     pools = registry()
     waiter = pools.register(auth.pool, auth.node_id)
@@ -99,7 +99,7 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
                 waiter.recheck = False
                 auth, _ = await _authenticate(authorization, identity.session_epoch)
                 desired_state = auth.desired_state
-            jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source)
+            jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source=inline_source)
             if jobs:
                 return {"jobs": jobs, "desiredState": desired_state}
             pools.requeue(auth.pool, waiter)
