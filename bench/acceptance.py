@@ -35,7 +35,6 @@ burst on another commit's server (`git worktree add`), alternating a round at a 
 
 import argparse
 import asyncio
-import hashlib
 import math
 import multiprocessing
 import os
@@ -58,6 +57,7 @@ except ImportError:
     from bench._django import percentile, setup
 
 from bench import dispatch, ingest, peers
+from node_agent.loop import sent_source  # the agent's own check of a source sent with its job
 
 POOLS = ("python", "cpp", "java", "arkts", "mysql")
 LANGUAGE = {"python": "python", "cpp": "cpp", "java": "java", "arkts": "arkts", "mysql": "mysql"}
@@ -136,9 +136,7 @@ class ColdNode(dispatch.SimNode):
         headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
         # The source, as the agent does, unless the claim sent it along; then the test data
         # it lacks.
-        sent = job.get("sourceText")
-        files = [] if sent is not None and hashlib.sha256(sent.encode()).hexdigest() == job["source"]["digest"] \
-            else [job["source"]]
+        files = [] if sent_source(job, job["source"]["digest"]) is not None else [job["source"]]
         files += [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
         if job.get("sql"):
             files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]

@@ -152,7 +152,7 @@ def total_budget_s(job: dict) -> float:
     return 120.0 + cases * (time_ms * 2 + 2000) / 1000
 
 
-def _inline_source(job: dict, digest: str) -> bytes | None:
+def sent_source(job: dict, digest: str) -> bytes | None:
     """The source the claim sent along with the job (`sourceText`), if it is the one `digest`
     names; else None, and the source is downloaded."""
     text = job.get("sourceText")
@@ -697,7 +697,7 @@ class Agent:
 
     def fetch(self, jr: JobRun, entry: dict) -> Path:
         def stream(digest: str):
-            inline = _inline_source(jr.job, digest)
+            inline = sent_source(jr.job, digest)
             if inline is not None:
                 yield inline
                 return

@@ -62,8 +62,6 @@ class HeartbeatOut(serializers.Serializer):
     heartbeatIntervalMs = serializers.IntegerField()
 
 
-
-
 class NextClaimIn(serializers.Serializer):
     """The claim a result post may carry; the long-poll claim's body is this and `waitMs`."""
     freeSlots = serializers.IntegerField(min_value=0, max_value=MAX_SLOTS)
@@ -174,8 +172,6 @@ class CheckItemIn(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     ok = serializers.BooleanField()
     detail = serializers.CharField(max_length=4000, allow_blank=True, required=False, default="")
-
-
 
 
 class ResultIn(serializers.Serializer):

@@ -8,8 +8,9 @@ Both run `serve_result`.
 A result may carry the node's next claim (`claim: {freeSlots, inlineSource}`, an optional
 field): once the result is accepted, up to freeSlots jobs are leased without waiting and
 returned in `jobs`, with their sources if `inlineSource` asks (as a claim may). A busy
-node then needs one request per job, not a result post, a claim and a source download. The
-same post again (its answer was lost) is a `duplicate` whose `jobs` are the ones that answer held.
+node then needs one request per job, not a result post, a claim and a source download.
+The same post again (its answer was lost) is a `duplicate` whose `jobs` are the ones that
+answer held.
 """
 
 import logging
