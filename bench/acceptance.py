@@ -2,7 +2,7 @@
 single-language submissions and a 300 burst mixed over the five pools, on light, medium
 and heavy problems whose test data is not yet on the nodes, beside the peers.
 
-    python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--repeats N] [--profile DIR]
+    python bench/acceptance.py [--quick] [--no-peers] [--no-scale] [--repeats N] [--profile DIR] [--nodes-on-web]
     python bench/acceptance.py --against CHECKOUT [--rounds N]
 
 - Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
@@ -10,7 +10,10 @@ and heavy problems whose test data is not yet on the nodes, beside the peers.
   node API: each first downloads the job's source and the test data it does not hold yet
   (cold cache: heavy problems carry megabytes), as the agent does, then sleeps the job's judge time (a distribution per
   problem: light 50–150 ms, medium 150–450 ms, heavy 0.4–1.2 s) and posts the result with
-  its next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production.
+  its next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production:
+  the nodes speak to the node API's own process (Compose's and Kubernetes' `node-api`),
+  the load generator to the web process; `--nodes-on-web` sends the nodes to the web
+  process too, as before the node API had a process of its own.
 - The mixed burst: 1 node of 4 slots per pool; a fifth of the work EXAM (an ACM exam's
   participants), a fifth a REJUDGE backlog queued just before, the rest practice.
 - The same 300 jobs queued before the nodes claim (no submission in the way), and the peers
@@ -23,7 +26,7 @@ Prints per run and per pool: accepted, accept p95, queue wait p95, judge p95, ti
 a result (result post to its answer) p95, last completion, jobs/s, SYSTEM_ERROR count (jobs
 that failed on infrastructure, refused submissions), makespan ÷ ideal (ideal: each pool's
 judge seconds ÷ its slots, the longest pool), the CPU of every process (seconds, peak
-cores) and its peak memory, the server's CPU per judged job (web + worker), and each pool's
+cores) and its peak memory, the server's CPU per judged job (web + node API + worker), and each pool's
 slot advice. `--profile DIR` runs the web server and the worker under a profiler for the
 queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and prints their top
 entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
@@ -35,6 +38,7 @@ burst on another commit's server (`git worktree add`), alternating a round at a 
 
 import argparse
 import asyncio
+import contextlib
 import math
 import multiprocessing
 import os
@@ -49,6 +53,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 try:
     from bench._django import percentile, setup
@@ -260,6 +265,17 @@ class Monitor(threading.Thread):
 
 # --- one KECE run ---------------------------------------------------------------------------
 
+# The server's processes, whose CPU a judged job costs: the web processes, the node API's
+# (unless the nodes speak to the web processes), the Celery worker with beat.
+SERVER_PROCESSES = ("web", "node-api", "worker")
+
+
+class Urls(NamedTuple):
+    """Where the load generator submits, and where the nodes speak the node API."""
+    submit: str
+    nodes: str
+
+
 @dataclass
 class Run:
     name: str
@@ -286,7 +302,7 @@ class Run:
         return self.makespan / self.ideal()
 
     def server_cpu_per_job(self) -> float:
-        return (self.monitor.cpu["web"] + self.monitor.cpu["worker"]) / len(self.jobs)
+        return sum(self.monitor.cpu[name] for name in SERVER_PROCESSES) / len(self.jobs)
 
 
 def _submit_queued(plan, users) -> list[int]:
@@ -327,7 +343,7 @@ def _job_facts(job_ids) -> tuple[dict, int]:
         connection.close()
 
 
-async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roots, http: bool,
+async def kece_run(name, urls: Urls, plan, *, nodes_per_pool: dict, tokens, users, roots, http: bool,
                    backlog=None) -> Run:
     """One burst: `plan` over HTTP (else queued in-process first), judged by cold nodes;
     `backlog()`: queues jobs just before the first submission (a rejudge), their ids."""
@@ -341,7 +357,7 @@ async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roo
     if http:
         go, out = context.Event(), context.Queue()
         submitter = context.Process(target=ingest._submit_when_told,
-                                    args=(base, tokens, plan, len(plan), 8, go, out, False), daemon=True)
+                                    args=(urls.submit, tokens, plan, len(plan), 8, go, out, False), daemon=True)
         submitter.start()
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
         roots = {**roots, "load": submitter.pid}
@@ -377,7 +393,7 @@ async def kece_run(name, base, plan, *, nodes_per_pool: dict, tokens, users, roo
         run.makespan = max(timeline.done[j] for j in job_ids) - start
         return run
 
-    return await dispatch.gather_nodes(base, nodes, SLOTS, 0.2, scenario, node_class=ColdNode)
+    return await dispatch.gather_nodes(urls.nodes, nodes, SLOTS, 0.2, scenario, node_class=ColdNode)
 
 
 def _p95(values) -> str:
@@ -401,7 +417,7 @@ def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> No
           f" (accept p95 {_p95(run.accept)}), SYSTEM_ERROR {run.failed + run.refused}"
           f" ({run.refused} refused); makespan {run.makespan:.2f} s, ideal {run.ideal():.2f} s,"
           f" ratio {run.ratio:.3f}; {len(jobs) / run.makespan:.1f} jobs/s;"
-          f" server CPU {1000 * run.server_cpu_per_job():.1f} ms a job (web + worker)")
+          f" server CPU {1000 * run.server_cpu_per_job():.1f} ms a job (web + node API + worker)")
     print(f"    all: {figures(jobs)}")
     if per_pool and len(run.slots) > 1:
         for pool in run.slots:
@@ -413,7 +429,30 @@ def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> No
             selected = [j for j in jobs if run.classes.get(j) == cls]
             if selected:
                 print(f"    {cls}: {len(selected)} jobs, {figures(selected)}")
+    if len(run.slots) == 1:
+        print(f"    the slots' time, in parts of the ideal (they add up to the ratio): {slot_time(run)}")
     print(f"    processes: {run.monitor.line()}")
+
+
+def slot_time(run: Run) -> str:
+    """Where a single-pool run's slot-seconds (slots x makespan) went, each part divided by
+    slots x ideal: judging is 1, and the other parts are what the ratio has above it. A
+    slot's first job is taken as one of the run's first receipts, its last as one of the last
+    results (every slot starts before any finishes: judge times are far longer than a claim)."""
+    t, jobs = run.timeline, run.jobs
+    (slots,) = run.slots.values()
+    judging = sum(run.records[j][1] for j in jobs)
+    downloads = sum(run.records[j][2] for j in jobs)
+    in_slot = sum(t.posted[j] - t.received[j] for j in jobs)
+    posts = sum(t.done[j] - t.posted[j] for j in jobs)
+    before = sum(sorted(t.received[j] - run.start for j in jobs)[:slots])
+    after = sum(run.makespan - done for done in sorted(t.done[j] - run.start for j in jobs)[-slots:])
+    parts = {"judging": judging, "test data downloads": downloads,
+             "the rest of a job in its slot": in_slot - judging - downloads, "result posts": posts,
+             "before the first job": before, "after the last (the tail)": after,
+             "between jobs": slots * run.makespan - in_slot - posts - before - after}
+    unit = slots * run.ideal()
+    return " + ".join(f"{name} {seconds / unit:.3f}" for name, seconds in parts.items())
 
 
 def slot_advice(run: Run, target_seconds: float = 60.0) -> None:
@@ -677,6 +716,8 @@ def main():
                              " CHECKOUT's (another commit, the same schema), alternating, --rounds times")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --against (default 5)")
     parser.add_argument("--profile", type=Path, help="profile the queued 300 burst's server into this directory")
+    parser.add_argument("--nodes-on-web", action="store_true",
+                        help="the nodes speak to the web processes, not to the node API's own process")
     parser.add_argument("--runtime", action="store_true",
                         help="only the real-runtime mode: each pool's single-slot baseline with real agents")
     parser.add_argument("--runtime-repeats", type=int, default=1, metavar="N",
@@ -720,18 +761,21 @@ def main():
     if args.against:
         return compare(args, web_url, worker_url, env, shared, python300, tokens, students)
 
-    def serve(workers: int, profile_dir=None):
-        server = LiveServer.for_database(web_url, workers=workers, env=env, args=WEB_ARGS,
-                                         prefix=profiler(profile_dir, "web") if profile_dir else ())
-        return server
+    def serve(name: str, workers: int, profile_dir=None):
+        return LiveServer.for_database(web_url, workers=workers, env=env, args=WEB_ARGS,
+                                       prefix=profiler(profile_dir, name) if profile_dir else ())
 
     def with_server(workers: int, body, profile_dir=None):
-        server = serve(workers, profile_dir)
+        web = serve("web", workers, profile_dir)
+        # The node API on a process of its own, as Compose and Kubernetes run it.
+        node_api = None if args.nodes_on_web else serve("node-api", 1, profile_dir)
         prefix = profiler(profile_dir, "worker") if profile_dir else ()
-        with server, dispatch.celery_worker({**server.env, "DATABASE_URL": worker_url, "KECE_CONN_MAX_AGE": "60"},
-                                            prefix=prefix) as worker, dispatch.user_statistics(False):
-            roots = {"web": server.process.pid, "worker": worker.pid, **shared}
-            return body(server.url, roots)
+        with web, node_api or contextlib.nullcontext(), \
+                dispatch.celery_worker({**web.env, "DATABASE_URL": worker_url, "KECE_CONN_MAX_AGE": "60"},
+                                       prefix=prefix) as worker, dispatch.user_statistics(False):
+            servers = {"web": web, **({"node-api": node_api} if node_api else {})}
+            roots = {**{name: server.process.pid for name, server in servers.items()}, "worker": worker.pid, **shared}
+            return body(Urls(web.url, (node_api or web).url), roots)
 
     def run(name, base, roots, plan, nodes_per_pool, http, backlog=None):
         return asyncio.run(kece_run(name, base, plan, nodes_per_pool=nodes_per_pool, tokens=tokens, users=students,
@@ -776,8 +820,9 @@ def main():
         peer_results["Celery + Redis, acks_late"] = peer_celery(judge_times, 4)
         peer_results["SKIP LOCKED pollers, 100 ms"] = peer_pollers(judge_times, 4)
 
-    print(f"acceptance benchmark: uvicorn + Celery worker/beat + MariaDB + Redis, simulated cold nodes of {SLOTS}"
-          f" slots over HTTP, {os.cpu_count()} cores shared with the load generator")
+    topology = "the nodes on the web processes" if args.nodes_on_web else "the node API on a process of its own"
+    print(f"acceptance benchmark: uvicorn ({topology}) + Celery worker/beat + MariaDB + Redis, simulated cold nodes"
+          f" of {SLOTS} slots over HTTP, {os.cpu_count()} cores shared with the load generator")
     print("  problems: " + ", ".join(f"{w.name} {int(w.share * 100)} % ({w.low * 1000:.0f}-{w.high * 1000:.0f} ms,"
                                      f" {w.cases} cases of {w.case_bytes // 1024} KiB)" for w in WEIGHTS))
     for key, result in results.items():
@@ -812,7 +857,7 @@ def main():
     if args.profile:
         print("  CPU profile of the queued 300 burst's server (cProfile on each thread's CPU clock; the whole"
               " life of the processes, start-up included):")
-        for name in ("web", "worker"):
+        for name in SERVER_PROCESSES:
             path = args.profile / f"{name}.pstats"
             if path.exists():
                 profile_top(path)
@@ -835,8 +880,8 @@ def compare(args, web_url, worker_url, env, shared, plan, tokens, students) -> N
                                                 cwd=root) as worker:
                 roots = {"web": server.process.pid, "worker": worker.pid, **shared}
                 for _ in range(2):
-                    burst = asyncio.run(kece_run(name, server.url, plan, nodes_per_pool={"python": 4}, tokens=tokens,
-                                                 users=students, roots=roots, http=False))
+                    burst = asyncio.run(kece_run(name, Urls(server.url, server.url), plan, nodes_per_pool={"python": 4},
+                                                 tokens=tokens, users=students, roots=roots, http=False))
             counted[name].append(burst)
             store = statistics.mean(burst.timeline.done[j] - burst.timeline.posted[j] for j in burst.jobs)
             print(f"  round {round_number}, {name}: server CPU {1000 * burst.server_cpu_per_job():.2f} ms a job"

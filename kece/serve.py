@@ -63,12 +63,15 @@ def web_processes(environ=os.environ) -> int:
 
 
 def reset_metrics() -> None:
-    """The web processes' metrics folder, emptied once for the whole group before its
-    workers start (`kece.metrics`); the workers inherit the group's name."""
+    """The process group's metrics folder, emptied once for the whole group before its
+    workers start (`kece.metrics`); the workers inherit the group's name. The group is
+    KECE_METRICS_GROUP (`web` unless set): the node API's own processes, beside the web
+    processes on one metrics folder, name theirs `node-api` so that neither empties the
+    other's."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
     from kece import metrics
 
-    metrics.reset_group(metrics.DEFAULT_GROUP)
+    metrics.reset_group(os.environ.get(metrics.GROUP_ENV) or metrics.DEFAULT_GROUP)
 
 
 def main() -> None:

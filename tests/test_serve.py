@@ -4,7 +4,8 @@ import os
 import re
 from pathlib import Path
 
-from kece.serve import APPLICATION, usable_cores, uvicorn_argv, web_processes
+from kece import metrics
+from kece.serve import APPLICATION, reset_metrics, usable_cores, uvicorn_argv, web_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,12 +29,30 @@ def test_idle_connections_outlive_the_proxys_so_it_never_reuses_one_being_closed
     kept = [_seconds(a.split("=", 1)[1]) for a in argv if a.startswith("--timeout-keep-alive=")]
     assert len(kept) == 1
     for conf in (ROOT / "deploy/compose/nginx.conf", ROOT / "deploy/k8s/base/internal-proxy.conf"):
-        upstream = re.search(r"upstream\s+\w+\s*\{(.*?)\}", conf.read_text(), re.S).group(1)
-        proxy_keeps = _seconds(re.search(r"keepalive_timeout\s+(\d+s?);", upstream).group(1))
-        assert kept[0] > proxy_keeps, conf
+        upstreams = re.findall(r"upstream\s+(\w+)\s*\{(.*?)\}", conf.read_text(), re.S)
+        assert {name for name, _ in upstreams} == {"kece_web", "kece_node_api"}, conf
+        for name, upstream in upstreams:
+            proxy_keeps = _seconds(re.search(r"keepalive_timeout\s+(\d+s?);", upstream).group(1))
+            assert kept[0] > proxy_keeps, (conf, name)
     # An operator's own value stands.
     assert uvicorn_argv(["--timeout-keep-alive", "90"], cores=2).count("--timeout-keep-alive=90") == 1
     assert not any(a == f"--timeout-keep-alive={kept[0]}" for a in uvicorn_argv(["--timeout-keep-alive=90"], 2))
+
+
+def test_the_node_apis_processes_start_without_emptying_the_web_processes_metrics(tmp_path, monkeypatch, settings):
+    """Beside each other on one metrics folder (Compose's volume, a pod's /tmp), the node
+    API's processes and the web processes each empty only their own group's files."""
+    settings.KECE_METRICS_DIR = tmp_path
+    monkeypatch.delenv(metrics.GROUP_ENV, raising=False)
+    reset_metrics()
+    (tmp_path / "web" / "counter_1.db").write_bytes(b"web")
+    monkeypatch.setenv(metrics.GROUP_ENV, "node-api")
+    reset_metrics()
+    (tmp_path / "node-api" / "counter_2.db").write_bytes(b"node")
+    reset_metrics()  # the node API restarted: its counters start again, the web's stay
+    assert (tmp_path / "web" / "counter_1.db").read_bytes() == b"web"
+    assert not any((tmp_path / "node-api").iterdir())
+    assert os.environ[metrics.GROUP_ENV] == "node-api"  # what its workers inherit
 
 
 def test_a_cpu_quota_caps_the_processes(tmp_path):

@@ -76,8 +76,8 @@ def server_env(tmp: Path, sentinels: bool = True) -> dict:
 
 
 def nginx_conf(tmp: Path) -> str:
-    """deploy/compose/nginx.conf with what only Compose has replaced: the upstream's Docker
-    name by the two web hosts, Docker's resolver dropped, the secrets, pid and logs in the
+    """deploy/compose/nginx.conf with what only Compose has replaced: the upstreams' Docker
+    names by the two web hosts, Docker's resolver dropped, the secrets, pid and logs in the
     lab's folder. Every replacement must match once, so a change there fails here loudly."""
     text = NGINX_CONF.read_text()
     upstream = f"server {address('web1')}:8000 max_fails=1 fail_timeout=5s;\n" \
@@ -89,6 +89,9 @@ def nginx_conf(tmp: Path) -> str:
         (r"access_log /var/log/nginx/access\.log timed;", f"access_log {tmp}/logs/nginx-access.log timed;"),
         (r"\n\s*resolver 127\.0\.0\.11[^;]*;", ""),
         (r"server web:8000 resolve;", upstream),
+        # The node API's own processes: the lab's two web hosts serve it too, so that killing
+        # one (a scenario) moves the nodes to the other as it moves the users.
+        (r"server node-api:8000 resolve;", upstream),
         (r"/run/secrets/", f"{tmp}/secrets/"),
         (r"alias /srv/static/;", f"alias {ROOT}/static/;"),
     ):

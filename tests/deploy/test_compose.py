@@ -324,7 +324,7 @@ def made_secrets(tmp_path_factory) -> dict:
 # --- the file and its services ---------------------------------------------------------------
 
 def test_compose_parses_and_has_the_services(compose):
-    expected = {"mysql", "redis", "migrate", "web", "worker", "probe-worker", "proxy", "judge-mysql",
+    expected = {"mysql", "redis", "migrate", "web", "node-api", "worker", "probe-worker", "proxy", "judge-mysql",
                 "agent-cpp", "agent-java", "agent-python", "agent-mysql", "agent-arkts"}
     assert expected <= set(compose["services"])
 
@@ -452,12 +452,14 @@ def test_server_variables_are_read_by_settings(compose, settings_source):
     server = services_built_from(compose, SERVER_DOCKERFILE)
     assert {"web", "worker", "migrate"} <= set(server)
     via_entrypoint = entrypoint_file_vars()
+    # The process group's name, read where the metrics are kept.
+    metrics_group_env = string_constants(REPO / "kece" / "metrics.py")["GROUP_ENV"]
     for name, service in server.items():
         env = environment(service)
         assert SERVER_VARS_REQUIRED <= set(env), f"{name} misses {sorted(SERVER_VARS_REQUIRED - set(env))}"
         assert env["DEBUG"] == "0"
         for var in env:
-            if string_literal_in(settings_source, var):
+            if string_literal_in(settings_source, var) or var == metrics_group_env:
                 continue
             base = var.removesuffix("_FILE")
             assert var.endswith("_FILE") and string_literal_in(settings_source, base), \
@@ -469,11 +471,12 @@ def test_server_variables_are_read_by_settings(compose, settings_source):
 
 def test_web_and_workers_agree_on_the_timings(compose):
     web = environment(compose["services"]["web"])
-    for name in ("worker", "probe-worker"):
+    for name in ("node-api", "worker", "probe-worker"):
         worker = environment(compose["services"][name])
         for var in set(web) | set(worker):
-            # How long each process keeps its own database connection is its own affair.
-            if var.startswith("KECE_") and var != "KECE_CONN_MAX_AGE":
+            # How long each process keeps its own database connection, and which metrics
+            # group it counts in, are its own affair.
+            if var.startswith("KECE_") and var not in ("KECE_CONN_MAX_AGE", "KECE_METRICS_GROUP"):
                 assert web.get(var) == worker.get(var), f"web and {name} disagree on {var}"
 
 
@@ -499,13 +502,38 @@ def test_node_checks_have_a_worker_of_their_own_and_beat_never_waits_on_them(com
 
 
 def test_artifacts_are_shared_by_web_and_worker(compose):
+    # The node API serves the test data the others store.
     mounts = {}
-    for name in ("web", "worker"):
+    for name in ("web", "node-api", "worker"):
         service = compose["services"][name]
         root = environment(service)["KECE_ARTIFACT_ROOT"]
         (volume,) = [v.split(":")[0] for v in service["volumes"] if v.split(":")[1] == root]
         mounts[name] = volume
-    assert mounts["web"] == mounts["worker"] and mounts["web"] in compose["volumes"]
+    assert len(set(mounts.values())) == 1 and mounts["web"] in compose["volumes"]
+
+
+def test_the_node_api_runs_on_processes_of_its_own_the_internal_listener_sends_nodes_to(compose):
+    """A flood of submissions on `web` never holds up a result post: the nodes' requests go
+    to `node-api`, the same application on its own processes, which counts its metrics in
+    a group of its own of the folder `web`'s /metrics adds up."""
+    services = compose["services"]
+    web, node_api = services["web"], services["node-api"]
+    web_argv, node_argv = command_argv(web["command"]), command_argv(node_api["command"])
+    assert node_argv[:3] == web_argv[:3] == ["python", "-m", "kece.serve"]
+    (http,) = children(parse_nginx(NGINX_CONF.read_text()), "http")
+    upstreams = {args[0]: body for name, args, body in http[2] if name == "upstream"}
+    port = [a.split("=", 1)[1] for a in node_argv if a.startswith("--port=")]
+    assert directive(upstreams["kece_node_api"], "server")[0] == f"node-api:{port[0]}"
+    assert directive(upstreams["kece_web"], "server")[0].startswith("web:")
+    assert node_api["healthcheck"] == web["healthcheck"]
+    assert set(node_api["networks"]) >= {"data", "judge"}
+    metrics_dir = environment(web)["KECE_METRICS_DIR"]
+    assert environment(node_api)["KECE_METRICS_DIR"] == metrics_dir
+    assert environment(node_api).get("KECE_METRICS_GROUP") not in (None, environment(web).get("KECE_METRICS_GROUP", "web"))
+    mounted = {name: [v.split(":")[0] for v in services[name]["volumes"] if v.split(":")[1] == metrics_dir]
+               for name in ("web", "node-api")}
+    assert mounted["web"] == mounted["node-api"] and len(mounted["web"]) == 1
+    assert "node-api" in services["proxy"]["depends_on"]
 
 
 def test_agent_variables_are_read_by_the_agent(compose, agent_config_source):
@@ -702,14 +730,14 @@ def test_proxy_internal_listener_serves_only_the_node_api(compose):
     internal = server_listening_on(8443)
     claim_wait_s = int(environment(compose["services"]["web"])["KECE_CLAIM_WAIT_MS"]) / 1000
     _args, claim = select_location(internal, CLAIM_PATH)
-    assert directive(claim, "proxy_pass") == ["http://kece_web"]
+    assert directive(claim, "proxy_pass") == ["http://kece_node_api"]
     assert directive(claim, "proxy_buffering") == ["off"], "long-poll answers must not be buffered"
     read_timeout = directive(claim, "proxy_read_timeout")
     assert read_timeout and seconds(read_timeout[0]) >= claim_wait_s + 15, \
         "proxy_read_timeout must outlast the claim wait plus jitter"
     for path in (INTERNAL_PREFIX + "judgers/session", INTERNAL_PREFIX + "judgers/heartbeat"):
         _args, body = select_location(internal, path)
-        assert directive(body, "proxy_pass") == ["http://kece_web"]
+        assert directive(body, "proxy_pass") == ["http://kece_node_api"]
     for path in ("/", "/django-admin/", "/api/v1/submissions", "/static/admin/css/base.css"):
         _args, body = select_location(internal, path)
         assert refuses(body), f"the internal listener should not serve {path}"

@@ -309,17 +309,22 @@ def web(example) -> dict:
     return find(example, "Deployment", "kece-web")
 
 
-def web_container(web: dict) -> dict:
-    (container,) = [c for c in containers(web, init=False) if c["name"] == "web"]
+def web_container(web: dict, name: str = "web") -> dict:
+    (container,) = [c for c in containers(web, init=False) if c["name"] == name]
     return container
 
 
-def test_web_probes_ask_readyz_and_livez_as_an_allowed_host(example, web):
-    container = web_container(web)
+# The server's two containers in a web pod, and the port each serves on.
+SERVERS = (("web", "http"), ("node-api", "node-api"))
+
+
+@pytest.mark.parametrize("name,port", SERVERS)
+def test_web_probes_ask_readyz_and_livez_as_an_allowed_host(example, web, name, port):
+    container = web_container(web, name)
     allowed = config(example)["ALLOWED_HOSTS"].split(",")
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
         get = container[probe]["httpGet"]
-        assert get["path"] == path and get["port"] == "http", probe
+        assert get["path"] == path and get["port"] == port, probe
         hosts = [h["value"] for h in get.get("httpHeaders", []) if h["name"].lower() == "host"]
         assert hosts and hosts[0] in allowed, f"{probe}: Django refuses the pod's address as a host"
 
@@ -329,8 +334,9 @@ def arg_value(argv: list[str], flag: str) -> str:
     return value
 
 
-def test_a_web_pod_outlasts_a_waiting_claim_when_it_stops(example, web):
-    container = web_container(web)
+@pytest.mark.parametrize("name", [name for name, _ in SERVERS])
+def test_a_web_pod_outlasts_a_waiting_claim_when_it_stops(example, web, name):
+    container = web_container(web, name)
     claim_wait_s = int(config(example)["KECE_CLAIM_WAIT_MS"]) / 1000
     graceful_s = int(arg_value(container["args"], "--timeout-graceful-shutdown"))
     pause = container["lifecycle"]["preStop"]["exec"]["command"]
@@ -489,6 +495,29 @@ def test_the_workers_serve_their_counters_to_prometheus_only(example, name):
             assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
 
 
+def test_the_node_api_runs_on_a_process_of_its_own_beside_the_web_processes(example, web):
+    """Submissions and pages on the web container never hold up a node's result post: the
+    internal proxy sends the node API to the node-api container, the same server on its own
+    port, which counts its metrics in a group of its own of the pod's folder that the web
+    container's /metrics adds up."""
+    conf = generated(example, "ConfigMap", "kece-internal-proxy")["data"]["nginx.conf"]
+    (http,) = children(parse_nginx(conf), "http")
+    upstreams = {args[0]: body for name, args, body in http[2] if name == "upstream"}
+    for upstream, (name, port) in zip(("kece_web", "kece_node_api"), SERVERS):
+        container = web_container(web, name)
+        assert container["image"] == web_container(web)["image"]
+        assert container["args"][:3] == ["python", "-m", "kece.serve"]
+        assert int(arg_value(container["args"], "--port")) == container_port(web, port)
+        assert directive(upstreams[upstream], "server") == [f"127.0.0.1:{container_port(web, port)}"]
+    node_api = web_container(web, "node-api")
+    assert {"name": "KECE_METRICS_GROUP", "value": "node-api"} in node_api["env"]
+    metrics_dir = Path(config(example)["KECE_METRICS_DIR"])
+    for container in (web_container(web), node_api):
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert mounts[str(metrics_dir.parent)] == "tmp", container["name"]
+        assert mounts[config(example)["KECE_ARTIFACT_ROOT"]] == "artifacts", container["name"]
+
+
 def internal_proxy(example) -> list:
     conf = generated(example, "ConfigMap", "kece-internal-proxy")["data"]["nginx.conf"]
     (http,) = children(parse_nginx(conf), "http")
@@ -502,12 +531,14 @@ def test_the_internal_proxy_serves_only_the_node_api_and_metrics(example, web):
     assert listen[1] == [str(container_port(web, "internal")), "ssl"]
     claim_wait_s = int(config(example)["KECE_CLAIM_WAIT_MS"]) / 1000
     _args, claim = select_location(server, "/api/v1/internal/judgers/jobs/claim")
-    assert directive(claim, "proxy_pass") == ["http://kece_web"]
+    assert directive(claim, "proxy_pass") == ["http://kece_node_api"]
     assert directive(claim, "proxy_buffering") == ["off"]
     assert seconds(directive(claim, "proxy_read_timeout")[0]) >= claim_wait_s + 15
-    for path in ("/api/v1/internal/judgers/session", "/api/v1/internal/judgers/heartbeat", "/metrics"):
+    for path in ("/api/v1/internal/judgers/session", "/api/v1/internal/judgers/heartbeat"):
         _args, body = select_location(server, path)
-        assert directive(body, "proxy_pass") == ["http://kece_web"], path
+        assert directive(body, "proxy_pass") == ["http://kece_node_api"], path
+    _args, body = select_location(server, "/metrics")
+    assert directive(body, "proxy_pass") == ["http://kece_web"]
     for path in ("/", "/django-admin/", "/api/v1/submissions", "/static/app.css", "/metrics/other"):
         _args, body = select_location(server, path)
         assert directive(body, "return") == ["404"] and directive(body, "proxy_pass") is None, path

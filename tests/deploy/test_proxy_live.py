@@ -50,6 +50,7 @@ def adapted(conf: str, *, upstream: int, ports: dict[int, int], folder: Path) ->
     this machine's; every replacement must apply, so a change to the file shows up here."""
     replacements = [
         (r"server web:8000 resolve;", f"server 127.0.0.1:{upstream};"),
+        (r"server node-api:8000 resolve;", f"server 127.0.0.1:{upstream};"),  # the same application
         (r"\n\s*resolver [^;]*;", ""),  # Docker's DNS; the upstream is an address now
         (r"listen 80 default_server;", f"listen 127.0.0.1:{ports[80]} default_server;"),
         (r"listen 443 ssl default_server;", f"listen 127.0.0.1:{ports[443]} ssl default_server;"),
