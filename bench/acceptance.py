@@ -26,8 +26,9 @@ Prints per run and per pool: accepted, accept p95, queue wait p95, judge p95, ti
 a result (result post to its answer) p95, last completion, jobs/s, SYSTEM_ERROR count (jobs
 that failed on infrastructure, refused submissions), makespan ÷ ideal (ideal: each pool's
 judge seconds ÷ its slots, the longest pool), the CPU of every process (seconds, peak
-cores) and its peak memory, the server's CPU per judged job (web + node API + worker), and each pool's
-slot advice. `--profile DIR` runs the web server and the worker under a profiler for the
+cores) and its peak memory, the server's CPU per judged job (web + node API + worker), where
+a single-pool run's slot time went, and each pool's slot advice. `--profile DIR` runs the
+web server, the node API's and the worker under a profiler for the
 queued 300 burst (`cpu_profile.py`: cProfile on each thread's CPU clock) and prints their top
 entries. Targets: server CPU per job over the queued burst at most 4 ms; its ratio no worse
 than the better peer's + 0.02; 300 over HTTP within 1.15. On a machine whose neighbours come
@@ -438,7 +439,9 @@ def slot_time(run: Run) -> str:
     """Where a single-pool run's slot-seconds (slots x makespan) went, each part divided by
     slots x ideal: judging is 1, and the other parts are what the ratio has above it. A
     slot's first job is taken as one of the run's first receipts, its last as one of the last
-    results (every slot starts before any finishes: judge times are far longer than a claim)."""
+    results: exact when every slot starts before any finishes, as in a queued run. Over HTTP
+    a slot may finish a light job before the last slot gets its first; the parts before the
+    first job and between jobs then share their sum differently, and the sum holds."""
     t, jobs = run.timeline, run.jobs
     (slots,) = run.slots.values()
     judging = sum(run.records[j][1] for j in jobs)
@@ -802,9 +805,10 @@ def main():
     with_server(1, one_web)
     if not args.no_scale:
         def two_web(base, roots):
-            results["http300-2w"] = run("300 over HTTP, 2 web processes, 4 nodes", base, roots, python300,
+            beside = "" if args.nodes_on_web else " beside the node API's one"
+            results["http300-2w"] = run(f"300 over HTTP, 2 web processes{beside}, 4 nodes", base, roots, python300,
                                         {"python": 4}, True)
-            results["queued300-2w"] = run("300 queued, 2 web processes, 4 nodes", base, roots, python300,
+            results["queued300-2w"] = run(f"300 queued, 2 web processes{beside}, 4 nodes", base, roots, python300,
                                           {"python": 4}, False)
         with_server(2, two_web)
     if args.profile:
@@ -859,6 +863,8 @@ def main():
               " life of the processes, start-up included):")
         for name in SERVER_PROCESSES:
             path = args.profile / f"{name}.pstats"
+            if name == "node-api" and args.nodes_on_web:
+                continue  # not started: a file there is an earlier run's
             if path.exists():
                 profile_top(path)
 
@@ -867,7 +873,8 @@ def compare(args, web_url, worker_url, env, shared, plan, tokens, students) -> N
     """The queued 300 burst on two checkouts' servers, alternating a round at a time so that
     both meet the machine's neighbours alike (and which goes first, too): each round starts a
     server and a worker from each checkout, runs the burst twice and counts the second (the
-    first warms them)."""
+    first warms them). One server process each, which the nodes speak to: with nothing
+    submitted meanwhile it does what a node-API process does in the main runs."""
     from tests.live import ROOT, LiveServer
 
     checkouts = {"this checkout": ROOT, str(args.against): args.against.resolve()}

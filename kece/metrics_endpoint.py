@@ -2,7 +2,8 @@
 
 Two sources, read when scraped:
 - the counters and histograms every process of the deployment wrote (`kece.metrics`):
-  every process group's files under KECE_METRICS_DIR, added up;
+  every process group's files under KECE_METRICS_DIR, added up within each group and
+  labelled with its name (`process_group`);
 - the gauges, from the operators' figures the periodic snapshot refresh computed
   (`pools.snapshot.compute_figures`) and each periodic step's last success, all from the
   cache in one round trip: every web process answers the same, and a scrape runs no SQL.
@@ -21,7 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.cache import cache
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -34,13 +35,35 @@ ROUTE = "metrics"
 COMMIT_FILE = Path(settings.BASE_DIR) / "COMMIT"
 
 
+# The label that names the process group a counter's or histogram's sample comes from.
+GROUP_LABEL = "process_group"
+
+
+def _merged_by_group(root: Path) -> dict:
+    """Each process group's files merged, its samples labelled with the group's name. A group
+    restarts on its own (the node API's processes, a Celery worker): its series start again
+    from zero, which Prometheus takes as a counter reset, while the other groups' go on.
+    Added up into one series, a restart of one group would look like a drop of the whole,
+    and `rate()` would count the other groups' totals again."""
+    groups: dict[str, list[str]] = {}
+    for path in sorted(root.glob("*/*.db")):
+        groups.setdefault(path.parent.name, []).append(str(path))
+    found: dict = {}
+    for group, files in groups.items():
+        for family in MultiProcessCollector.merge(files, accumulate=True):
+            into = found.setdefault(family.name, Metric(family.name, family.documentation, family.type, family.unit))
+            into.samples += [sample._replace(labels={**sample.labels, GROUP_LABEL: group})
+                             for sample in family.samples]
+    return found
+
+
 class FilesCollector:
-    """Every process group's files, merged as one; a counter or histogram nothing recorded
-    yet is still declared, so that its name is always there to query."""
+    """Every process group's files, each group's series apart (`_merged_by_group`); a counter
+    or histogram nothing recorded yet is still declared, so that its name is always there to
+    query."""
 
     def collect(self):
-        files = sorted(str(p) for p in Path(settings.KECE_METRICS_DIR).glob("*/*.db"))
-        found = {family.name: family for family in MultiProcessCollector.merge(files, accumulate=True)}
+        found = _merged_by_group(Path(settings.KECE_METRICS_DIR))
         empty = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}
         for name, kind, documentation in metrics.get().families():
             family = found.pop(name, None)

@@ -53,13 +53,15 @@ def families(text: str) -> dict:
 
 
 def value(found: dict, family: str, sample: str | None = None, **labels) -> float:
-    """The one sample of `family` (named `sample`, default the family's own) with `labels`;
-    0 when there is none (a counter nothing has moved yet)."""
+    """The total of `family`'s samples (named `sample`, default the family's own) with
+    `labels` over the process groups, each of which has one (`process_group`; a gauge has
+    none, and one sample); 0 when there is none (a counter nothing has moved yet)."""
     sample = sample or family
-    matches = [s.value for s in found[family].samples
+    matches = [s for s in found[family].samples
                if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(matches) <= 1, matches
-    return matches[0] if matches else 0.0
+    groups = [s.labels.get("process_group") for s in matches]
+    assert len(groups) == len(set(groups)), matches
+    return sum(s.value for s in matches)
 
 
 def scrape(server, *, headers=AUTH) -> dict:
@@ -235,6 +237,39 @@ def test_a_real_prometheus_scrapes_the_server(server, tmp_path):
         assert series["value"][1] == "1"
     finally:
         stop_process_group(process, 10)
+
+
+def test_each_process_group_has_series_of_its_own_so_a_restart_resets_only_its_own(tmp_path, settings, monkeypatch):
+    """The node API's processes and a Celery worker restart on their own. Were the groups
+    added up into one series, a restart of one would look to Prometheus like a drop of the
+    whole, and `rate()` would count the other groups' totals again."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    from kece import metrics
+    from kece.metrics_endpoint import scrape as scrape_here
+
+    settings.KECE_METRICS_DIR = tmp_path
+    monkeypatch.setenv(metrics.GROUP_ENV, "web")  # reset_group names the group it starts
+
+    def record(group: str, pid: int, count: float) -> None:
+        (tmp_path / group).mkdir(exist_ok=True)
+        written = MmapedDict(str(tmp_path / group / f"counter_{pid}.db"))
+        written.write_value(mmap_key("kece_settlements", "kece_settlements_total", ["pool", "outcome"],
+                                     ["python", "judged"], ""), count, 0)
+        written.close()
+
+    def judged() -> dict:
+        found = families(scrape_here().decode())
+        return {s.labels["process_group"]: s.value for s in found["kece_settlements"].samples
+                if s.name == "kece_settlements_total" and s.labels["pool"] == "python"}
+
+    record("web", 11, 3)
+    record("web", 12, 4)  # a group's processes are added up
+    record("node-api", 21, 40)
+    assert judged() == {"web": 7, "node-api": 40}
+    metrics.reset_group("node-api")  # it restarts: its starter empties its folder
+    record("node-api", 22, 1)
+    assert judged() == {"web": 7, "node-api": 1}
 
 
 def test_the_celery_workers_counters_are_served_by_web_and_a_restart_starts_them_afresh(tmp_path):
