@@ -49,15 +49,21 @@ def group_name(raw: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", raw).strip("-.") or DEFAULT_GROUP
 
 
+def _group(group: str | None = None) -> str:
+    """`group`, else the one the environment names (KECE_METRICS_GROUP), else `web`."""
+    return group_name(group or os.environ.get(GROUP_ENV, DEFAULT_GROUP))
+
+
 def group_dir(group: str | None = None) -> Path:
-    return Path(settings.KECE_METRICS_DIR) / group_name(group or os.environ.get(GROUP_ENV, DEFAULT_GROUP))
+    return Path(settings.KECE_METRICS_DIR) / _group(group)
 
 
-def reset_group(group: str) -> Path:
+def reset_group(group: str | None = None) -> Path:
     """Called once by a process group's starter, before its processes record anything: its
     folder emptied (a restart's counters start again from zero, as Prometheus expects of a
-    restarted target), and the group named for the processes it starts."""
-    os.environ[GROUP_ENV] = group_name(group)
+    restarted target), and the group named for the processes it starts (`group`, else the
+    one the environment already names)."""
+    os.environ[GROUP_ENV] = _group(group)
     folder = group_dir()
     shutil.rmtree(folder, ignore_errors=True)
     try:

@@ -71,7 +71,7 @@ def reset_metrics() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kece.settings")
     from kece import metrics
 
-    metrics.reset_group(os.environ.get(metrics.GROUP_ENV) or metrics.DEFAULT_GROUP)
+    metrics.reset_group()
 
 
 def main() -> None:
