@@ -61,8 +61,11 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # session and CSRF cookies never travel in clear. uvicorn --proxy-headers takes the scheme
 # from the proxy's X-Forwarded-Proto; Django itself trusts no such header from a client.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
-# Reverse proxies in front of the server that set X-Forwarded-For (1: compose's nginx). With
-# 0 the header is ignored, so a client cannot choose the address the join throttle counts.
+# Reverse proxies in front of the server whose X-Forwarded-For the join throttle reads itself.
+# With 0 it counts the connection's address as the server settled it: behind uvicorn's
+# --proxy-headers, the proxy's header only from the addresses --forwarded-allow-ips names
+# (compose: 0, its servers believing only the proxy's network), so a client that reaches the
+# server some other way cannot choose the address counted.
 KECE_NUM_PROXIES = env.int("KECE_NUM_PROXIES", default=0)
 if KECE_NUM_PROXIES < 0:
     raise ImproperlyConfigured("KECE_NUM_PROXIES must be 0 or more")

@@ -88,7 +88,7 @@ def nginx_conf(tmp: Path) -> str:
         (r"error_log /var/log/nginx/error\.log warn;", f"error_log {tmp}/logs/nginx-error.log warn;"),
         (r"access_log /var/log/nginx/access\.log timed;", f"access_log {tmp}/logs/nginx-access.log timed;"),
         (r"\n\s*resolver 127\.0\.0\.11[^;]*;", ""),
-        (r"server web:8000 resolve;", upstream),
+        (r"server kece-web:8000 resolve;", upstream),
         # The node API's own processes: the lab's two web hosts serve it too, so that killing
         # one (a scenario) moves the nodes to the other as it moves the users.
         (r"server node-api:8000 resolve;", upstream),

@@ -524,9 +524,9 @@ def test_the_node_api_runs_on_processes_of_its_own_the_internal_listener_sends_n
     upstreams = {args[0]: body for name, args, body in http[2] if name == "upstream"}
     port = [a.split("=", 1)[1] for a in node_argv if a.startswith("--port=")]
     assert directive(upstreams["kece_node_api"], "server")[0] == f"node-api:{port[0]}"
-    assert directive(upstreams["kece_web"], "server")[0].startswith("web:")
+    assert directive(upstreams["kece_web"], "server")[0].startswith("kece-web:")
     assert node_api["healthcheck"] == web["healthcheck"]
-    assert set(node_api["networks"]) >= {"data", "judge"}
+    assert set(node_api["networks"]) >= {"data", "front"}
     metrics_dir = environment(web)["KECE_METRICS_DIR"]
     assert environment(node_api)["KECE_METRICS_DIR"] == metrics_dir
     assert environment(node_api).get("KECE_METRICS_GROUP") not in (None, environment(web).get("KECE_METRICS_GROUP", "web"))
@@ -534,6 +534,38 @@ def test_the_node_api_runs_on_processes_of_its_own_the_internal_listener_sends_n
                for name in ("web", "node-api")}
     assert mounted["web"] == mounted["node-api"] and len(mounted["web"]) == 1
     assert "node-api" in services["proxy"]["depends_on"]
+
+
+def _names_on(name: str, service: dict, network: str) -> set:
+    """The names a service answers to on one of its networks: its own and that network's aliases."""
+    networks = service.get("networks") or []
+    config = (networks.get(network) or {}) if isinstance(networks, dict) else {}
+    return {name, *config.get("aliases", [])}
+
+
+def test_the_servers_believe_forwarded_headers_from_the_proxys_own_network_only(compose):
+    """An agent on `judge` that opens a connection to web:8000 itself is taken at its own
+    address, whatever X-Forwarded-For it sends: the join throttle counts that address."""
+    services = compose["services"]
+    (front,) = [pool["subnet"] for pool in compose["networks"]["front"]["ipam"]["config"]]
+    assert compose["networks"]["front"].get("internal") is True
+    for name in ("web", "node-api"):
+        argv = command_argv(services[name]["command"])
+        assert "--proxy-headers" in argv
+        (trusted,) = [a.split("=", 1)[1] for a in argv if a.startswith("--forwarded-allow-ips=")]
+        assert [ipaddress.ip_network(t) for t in trusted.split(",")] == [ipaddress.ip_network(front)], name
+        assert environment(services[name])["KECE_NUM_PROXIES"] == "0", name
+    on_front = {name for name, service in services.items() if "front" in (service.get("networks") or [])}
+    assert on_front == {"proxy", "web", "node-api"}
+    assert "judge" not in services["node-api"]["networks"]
+    # The proxy reaches each server by a name that only `front` resolves for it.
+    (http,) = children(parse_nginx(NGINX_CONF.read_text()), "http")
+    for upstream in (body for directive_name, _, body in http[2] if directive_name == "upstream"):
+        host = directive(upstream, "server")[0].rsplit(":", 1)[0]
+        shared = [(name, network) for name, service in services.items() if name != "proxy"
+                  for network in set(service.get("networks") or []) & set(services["proxy"]["networks"])
+                  if host in _names_on(name, service, network)]
+        assert {network for _, network in shared} == {"front"}, (host, shared)
 
 
 def test_agent_variables_are_read_by_the_agent(compose, agent_config_source):

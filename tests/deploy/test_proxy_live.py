@@ -1,5 +1,5 @@
 """The Compose proxy for real: Debian's nginx runs deploy/compose/nginx.conf, changed only
-where the containers' world meets this machine's — the upstream (`web:8000` → a live server
+where the containers' world meets this machine's — the upstream (`kece-web:8000` → a live server
 on loopback), the listening ports (free loopback ports), and the files it reads and writes
 (the TLS secrets, pid and logs, in a temporary folder) — in front of a live KECE server.
 
@@ -49,7 +49,7 @@ def adapted(conf: str, *, upstream: int, ports: dict[int, int], folder: Path) ->
     """The Compose configuration with the containers' addresses, ports and files replaced by
     this machine's; every replacement must apply, so a change to the file shows up here."""
     replacements = [
-        (r"server web:8000 resolve;", f"server 127.0.0.1:{upstream};"),
+        (r"server kece-web:8000 resolve;", f"server 127.0.0.1:{upstream};"),
         (r"server node-api:8000 resolve;", f"server 127.0.0.1:{upstream};"),  # the same application
         (r"\n\s*resolver [^;]*;", ""),  # Docker's DNS; the upstream is an address now
         (r"listen 80 default_server;", f"listen 127.0.0.1:{ports[80]} default_server;"),
