@@ -787,6 +787,9 @@ def test_proxy_serves_the_metrics_on_the_internal_listener_only():
     internal = server_listening_on(8443)
     _args, body = select_location(internal, metrics_path)
     assert directive(body, "proxy_pass") == ["http://kece_web"]
+    # Only so that Prometheus sees the node API's own processes answer.
+    _args, body = select_location(internal, metrics_path + "/node-api")
+    assert directive(body, "proxy_pass") == ["http://kece_node_api/metrics"]
 
 
 def nginx_size(value: str) -> int:

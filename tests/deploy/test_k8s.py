@@ -540,6 +540,8 @@ def test_the_internal_proxy_serves_only_the_node_api_and_metrics(example, web):
         assert directive(body, "proxy_pass") == ["http://kece_node_api"], path
     _args, body = select_location(server, "/metrics")
     assert directive(body, "proxy_pass") == ["http://kece_web"]
+    _args, body = select_location(server, "/metrics/node-api")
+    assert directive(body, "proxy_pass") == ["http://kece_node_api/metrics"]
     for path in ("/", "/django-admin/", "/api/v1/submissions", "/static/app.css", "/metrics/other"):
         _args, body = select_location(server, path)
         assert directive(body, "return") == ["404"] and directive(body, "proxy_pass") is None, path

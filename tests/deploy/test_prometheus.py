@@ -37,6 +37,8 @@ NAMED_RULES = {
     "KecePeriodicStale", "KeceOutboxLag", "KeceSnapshotStale", "KeceRedisDown",
     # The target down, or its gauges gone: without these every rule above goes quiet.
     "KeceTargetDown", "KeceMetricsAbsent",
+    # The node API's own processes down while the web side answers.
+    "KeceNodeApiDown",
 }
 
 # The server's metric vocabulary (names and label values every dashboard and rule shares).
@@ -254,6 +256,24 @@ def test_prometheus_scrapes_the_web_tier_on_the_internal_listener(prometheus_ser
     ca_file = job["tls_config"]["ca_file"]
     mounted = {f"/run/secrets/{s['target']}": s["source"] for s in prometheus_service["secrets"]}
     assert mounted[ca_file] == "internal_ca"
+
+
+def test_prometheus_sees_the_node_apis_own_processes_answer_and_keeps_none_of_their_samples():
+    """The node API runs on processes the `kece` job's scrape never reaches: a job of its
+    own asks them through the same listener, for KeceNodeApiDown. Its answer is the shared
+    counters again, so every sample is dropped (only the scrape's `up` stays)."""
+    config = yaml.safe_load(CONFIG.read_text())
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    web, node_api = jobs["kece"], jobs["kece-node-api"]
+    assert node_api["static_configs"] == web["static_configs"] and node_api["tls_config"] == web["tls_config"]
+    (target,) = [t for static in node_api["static_configs"] for t in static["targets"]]
+    _args, location = select_location(server_listening_on(int(target.rsplit(":", 1)[1])), node_api["metrics_path"])
+    assert directive(location, "proxy_pass") == ["http://kece_node_api/metrics"]
+    (drop,) = node_api["metric_relabel_configs"]
+    assert drop["action"] == "drop" and drop["source_labels"] == ["__name__"]
+    assert re.fullmatch(drop["regex"], "kece_jobs_settled_total") and re.fullmatch(drop["regex"], "up")
+    (rule,) = [r for r in alerts() if r["alert"] == "KeceNodeApiDown"]
+    assert 'job="kece-node-api"' in rule["expr"]
 
 
 def test_promtool_accepts_the_config_with_its_mounted_files(prometheus_service, tmp_path):

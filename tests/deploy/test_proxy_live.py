@@ -149,6 +149,10 @@ def test_the_metrics_are_served_on_the_internal_listener_and_refused_on_the_publ
     scraped = requests.get(internal + "/metrics", verify=ca, timeout=20)
     assert scraped.status_code == 200
     assert "# TYPE kece_jobs_queued gauge" in scraped.text
+    # The node API's processes answer their own scrape (here the same server stands for them).
+    node_api = requests.get(internal + "/metrics/node-api", verify=ca, timeout=20)
+    assert node_api.status_code == 200 and "# TYPE kece_jobs_queued gauge" in node_api.text
+    assert requests.get(origin + "/metrics/node-api", verify=ca, timeout=20).status_code == 404
 
 
 def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
