@@ -17,8 +17,9 @@ PROXY_NETWORK = "192.0.2.0/24"
 
 
 def _answers(trusted: str, tmp_path) -> list[int]:
-    # No Redis: the throttle counts in this server's own memory, apart from other tests.
-    env = {"KECE_JOIN_THROTTLE": "3/min", "KECE_NUM_PROXIES": "0", "REDIS_URL": ""}
+    # No Redis: the throttle counts in this server's own memory, apart from other tests. No
+    # scheduler either: its periodic work would write to the database the other tests read.
+    env = {"KECE_JOIN_THROTTLE": "3/min", "KECE_NUM_PROXIES": "0", "REDIS_URL": "", "KECE_IN_PROCESS_SCHEDULER": 0}
     args = ["--proxy-headers", f"--forwarded-allow-ips={trusted}"]
     with LiveServer(env=env, args=args, log_path=tmp_path / f"server-{trusted.replace('/', '_')}.log") as server:
         with requests.Session() as http:
