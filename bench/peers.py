@@ -67,6 +67,18 @@ def finished() -> tuple[int, float]:
         conn.close()
 
 
+def slots_last_finish() -> list[float]:
+    """Each slot's last finish time (perf_counter): a slot is a poller thread or a Celery
+    child process, which writes its name into the rows it judges."""
+    conn = connect()
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SELECT MAX(finished) FROM peer_job WHERE state = 2 GROUP BY node")
+        return [float(last) for (last,) in cursor.fetchall()]
+    finally:
+        conn.close()
+
+
 _local = threading.local()
 
 
