@@ -68,9 +68,10 @@ from node_agent.loop import sent_source  # the agent's own check of a source sen
 POOLS = ("python", "cpp", "java", "arkts", "mysql")
 LANGUAGE = {"python": "python", "cpp": "cpp", "java": "java", "arkts": "arkts", "mysql": "mysql"}
 SLOTS = 4  # a node's
-# uvicorn's options as Compose and Kubernetes give them (`deploy/compose/compose.yaml`): the
-# forwarded headers of whatever reaches the port are trusted, only the proxy can.
-WEB_ARGS = ("--proxy-headers", "--forwarded-allow-ips=*")
+# uvicorn's options as Compose gives them (`deploy/compose/compose.yaml`): the forwarded
+# headers are believed from the proxy's network only, here loopback, where the load
+# generator and the nodes stand in for the proxy.
+WEB_ARGS = ("--proxy-headers", "--forwarded-allow-ips=127.0.0.0/8")
 
 
 @dataclass(frozen=True)
@@ -515,10 +516,9 @@ def peer_pollers(judge_seconds: list, nodes: int, ideal: float) -> tuple[float, 
 
 
 def peer_tail(makespan: float, start: float, slots: int, ideal: float) -> float:
-    """The peer's tail in parts of the ideal, as `slot_time` counts KECE's: each slot's time
-    after its last job, up to the end of the run (a slot that judged nothing: all of it)."""
-    finishes = peers.slots_last_finish()
-    idle = sum(start + makespan - last for last in finishes) + (slots - len(finishes)) * makespan
+    """The peer's tail in parts of the ideal, counted as `slot_time` counts KECE's: from
+    each of the last `slots` results to the end of the run."""
+    idle = sum(start + makespan - finished for finished in peers.finish_times()[-slots:])
     return idle / (slots * ideal)
 
 

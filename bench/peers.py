@@ -67,14 +67,13 @@ def finished() -> tuple[int, float]:
         conn.close()
 
 
-def slots_last_finish() -> list[float]:
-    """Each slot's last finish time (perf_counter): a slot is a poller thread or a Celery
-    child process, which writes its name into the rows it judges."""
+def finish_times() -> list[float]:
+    """Every judged job's finish time (perf_counter), latest last."""
     conn = connect()
     try:
         cursor = conn.cursor()
-        cursor.execute("SELECT MAX(finished) FROM peer_job WHERE state = 2 GROUP BY node")
-        return [float(last) for (last,) in cursor.fetchall()]
+        cursor.execute("SELECT finished FROM peer_job WHERE state = 2 ORDER BY finished")
+        return [float(finished) for (finished,) in cursor.fetchall()]
     finally:
         conn.close()
 

@@ -8,7 +8,7 @@ import requests
 
 from tests.live import LiveServer
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.mariadb, pytest.mark.django_db]
 
 JOIN = "/api/v1/internal/judgers/join"
 BODY = {"joinCode": "no-such-code-0000000000000", "agentVersion": "1", "runtimeSpec": "python-r1", "localSlots": 1}
