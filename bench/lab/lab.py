@@ -168,6 +168,33 @@ class Lab:
         path = self.tmp / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def log_marks(self) -> dict[str, int]:
+        """How far each process's log has been written: where a scenario's lines begin."""
+        return {path.stem: path.stat().st_size for path in (self.tmp / "logs").glob("*.log")}
+
+    def complaints_since(self, marks: dict[str, int], names=("web1", "web2", "worker"), count: int = 12) -> list[str]:
+        """The last `count` warnings and errors each of `names` logged after `marks`, one
+        short line each: what a failed scenario prints, so that its cause is in the output."""
+        lines = []
+        for name in names:
+            path = self.tmp / "logs" / f"{name}.log"
+            if not path.exists():
+                continue
+            with open(path, "rb") as log:
+                log.seek(marks.get(name, 0))
+                written = log.read().decode(errors="replace").splitlines()
+            found = []
+            for line in written:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("level") in ("WARNING", "ERROR", "CRITICAL") and record.get("logger") != "py.warnings":
+                    found.append(f"{name} {record.get('time', '')} {record['level']} {record.get('logger')}: "
+                                 f"{str(record.get('message', '')).splitlines()[0][:160]}")
+            lines += found[-count:]
+        return lines
+
     # --- bring-up --------------------------------------------------------------------------
 
     def start(self) -> None:

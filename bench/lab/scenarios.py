@@ -837,8 +837,11 @@ def main(argv: list[str]) -> int:
     try:
         with Lab(sentinels=not args.no_sentinels) as lab:
             for key in args.scenarios:
-                started = time.monotonic()
+                started, marks = time.monotonic(), lab.log_marks()
                 outcome = SCENARIOS[key](lab, args.quick)
+                if not outcome.ok:
+                    for line in lab.complaints_since(marks):
+                        print(f"  [{key}] log: {line}")
                 print(f"  [{key}] {time.monotonic() - started:.0f} s", flush=True)
                 outcomes.append(outcome)
     except LabError as error:
