@@ -483,8 +483,7 @@ def peer_celery(judge_seconds: list, nodes: int, ideal: float) -> tuple[float, f
                            "redis": pid_of("redis-server"), "mariadb": pid_of("mariadbd")})
         start = peers.celery_run(job_ids, workers)
         monitor.start()
-        makespan = _until_done(len(job_ids), start)
-        return makespan, peer_tail(makespan, start, nodes * SLOTS, ideal), monitor.finish()
+        return (*_until_done(len(job_ids), start, nodes * SLOTS, ideal), monitor.finish())
     finally:
         for worker in workers:
             os.killpg(worker.pid, signal.SIGTERM)
@@ -507,26 +506,21 @@ def peer_pollers(judge_seconds: list, nodes: int, ideal: float) -> tuple[float, 
     start = time.perf_counter()
     go.set()
     try:
-        makespan = _until_done(len(job_ids), start)
-        return makespan, peer_tail(makespan, start, nodes * SLOTS, ideal), monitor.finish()
+        return (*_until_done(len(job_ids), start, nodes * SLOTS, ideal), monitor.finish())
     finally:
         stop.set()
         for process in processes:
             process.join(10)
 
 
-def peer_tail(makespan: float, start: float, slots: int, ideal: float) -> float:
-    """The peer's tail in parts of the ideal, counted as `slot_time` counts KECE's: from
-    each of the last `slots` results to the end of the run."""
-    idle = sum(start + makespan - finished for finished in peers.finish_times()[-slots:])
-    return idle / (slots * ideal)
-
-
-def _until_done(count: int, start: float) -> float:
+def _until_done(count: int, start: float, slots: int, ideal: float) -> tuple[float, float]:
+    """Once every job is judged: (the makespan, the tail in parts of the ideal), the tail
+    counted as `slot_time` counts KECE's, from each of the last `slots` results to the end."""
     while True:
         done, last = peers.finished()
         if done == count:
-            return last - start
+            idle = sum(last - finished for finished in peers.finish_times()[-slots:])
+            return last - start, idle / (slots * ideal)
         time.sleep(0.05)
 
 
