@@ -17,6 +17,10 @@ from django.db import DEFAULT_DB_ALIAS, connections
 logger = logging.getLogger("kece.health")
 
 DEADLINE_S = 1.0
+# The probe's own socket timeouts only free its thread; the deadline decides what a probe
+# reports. Were they equal, the two would race and a silent host would be reported now as
+# `timeout`, now as the driver's error.
+SOCKET_TIMEOUT_S = 2 * int(DEADLINE_S)
 
 # One thread runs the database checks. A check that outlives its deadline (a host that
 # drops packets) keeps that thread until its own socket timeouts end it; meanwhile later
@@ -34,7 +38,7 @@ def _probe_connection():
     base = connections[DEFAULT_DB_ALIAS]
     options = dict(base.settings_dict.get("OPTIONS", {}))
     if base.vendor == "mysql":
-        seconds = int(DEADLINE_S)
+        seconds = SOCKET_TIMEOUT_S
         options.update(connect_timeout=seconds, read_timeout=seconds, write_timeout=seconds)
     elif base.vendor == "sqlite":
         options["timeout"] = DEADLINE_S
