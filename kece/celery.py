@@ -1,8 +1,10 @@
+import functools
 import gc
 import os
 from pathlib import Path
 
 from celery import Celery, bootsteps
+from celery.worker.consumer import Consumer
 from celery.beat import PersistentScheduler
 from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_init, \
     worker_process_shutdown, worker_ready
@@ -48,6 +50,24 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(WorkerHeartbeat)
+
+
+class PromptReconnectConsumer(Consumer):
+    """The worker's consumer, reconnecting to the broker within seconds of its return.
+
+    Kombu's defaults wait 2, 4, 6 … up to 30 s between rounds of attempts, so a Redis
+    failover of three seconds kept every periodic task (the reaper, the settlement outbox,
+    the console's live step) waiting six, and a longer outage up to 30 s after Redis was
+    back. Each round tries every Sentinel once and logs one line for each."""
+
+    FIRST_WAIT_S, WAIT_STEP_S, LONGEST_WAIT_S = 1.0, 0.5, 3.0
+
+    def ensure_connected(self, conn):
+        # Kombu waits at most interval_start + interval_max between rounds.
+        conn.ensure_connection = functools.partial(
+            conn.ensure_connection, interval_start=self.FIRST_WAIT_S, interval_step=self.WAIT_STEP_S,
+            interval_max=self.LONGEST_WAIT_S - self.FIRST_WAIT_S)
+        return super().ensure_connected(conn)
 
 
 def _console_watched() -> bool:

@@ -275,6 +275,8 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # `celery worker --beat` keeps its schedule with the other state, not in the working folder.
 CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
+# The worker reconnects to the broker within seconds of its return (Kombu's default waits up to 30 s).
+CELERY_WORKER_CONSUMER = "kece.celery:PromptReconnectConsumer"
 # Beat ticks at least this often, each tick a sign of life for `python -m kece.probe beat`.
 CELERY_BEAT_SCHEDULER = "kece.celery:HeartbeatScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 30  # kece.probe.INTERVAL_S["beat"]
