@@ -401,9 +401,21 @@ def _wake_up_subscribers(host: str) -> int:
         return 0
 
 
+def _worker_consuming(host: str) -> bool:
+    """The Celery worker waits for tasks (BRPOP) on the Redis at `host`."""
+    import redis
+
+    try:
+        clients = redis.Redis(host=address(host), socket_timeout=1, socket_connect_timeout=1).client_list()
+    except Exception:
+        return False
+    return any(c.get("cmd") == "brpop" and c.get("addr", "").startswith(address("worker") + ":") for c in clients)
+
+
 class ConsoleWatcher:
     """An admin's console page: its live WebSocket through `lb`, reconnecting as the page does
-    when the socket closes, every message's time written down."""
+    when the socket closes or stays silent past `silentAfterMs` (`static/kece/console.js`),
+    every message's time written down."""
 
     def __init__(self, lab: Lab):
         from django.conf import settings
@@ -423,6 +435,7 @@ class ConsoleWatcher:
         self.error = None
         self.refusals: dict[str, int] = {}
         self.attempts = 0
+        self.deaf = 0  # sockets given up for silence
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -441,11 +454,18 @@ class ConsoleWatcher:
                 with connect(origin.replace("https://", "wss://") + "/ws/admin/judgers", ssl=context, origin=origin,
                              additional_headers={"Cookie": self.cookie}, open_timeout=5) as socket_:
                     self.connects.append(time.time())
+                    silent_after, heard = None, time.monotonic()
                     while not self.stopping.is_set():
                         try:
                             message = json.loads(socket_.recv(timeout=0.5))
                         except TimeoutError:
+                            if silent_after and time.monotonic() - heard > silent_after:
+                                self.deaf += 1
+                                break
                             continue
+                        heard = time.monotonic()
+                        if message.get("type") == "live":
+                            silent_after = message.get("silentAfterMs", 0) / 1000
                         self.messages.append((time.time(), message.get("type")))
             except Exception as error:
                 self.error = f"{type(error).__name__}: {error}"
@@ -473,8 +493,16 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     def follow_failover():
         marks["promoted"] = wait_for(lambda: _primary_named() == address("db2") and time.time(),
                                      "the Sentinels' promotion", 60, notes)
-        marks["wake-ups"] = wait_for(lambda: _wake_up_subscribers("db2") >= 2 and time.time(),
-                                     "both web hosts' wake-up subscriptions on the new primary", 60, notes)
+        # Each back on the new primary, timed as it is first seen.
+        back = {"wake-ups": lambda: _wake_up_subscribers("db2") >= 2, "worker": lambda: _worker_consuming("db2")}
+
+        def both_back():
+            for name, seen in back.items():
+                if name not in marks and seen():
+                    marks[name] = time.time()
+            return all(name in marks for name in back)
+
+        wait_for(both_back, "both web hosts' wake-up subscriptions and the worker on the new primary", 60, notes)
 
     notes: dict = {}
     watcher = threading.Thread(target=follow_failover)
@@ -500,13 +528,15 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     notes.update({
         "promoted after s": round(marks["promoted"] - killed, 1) if marks.get("promoted") else None,
         "wake-up subscriptions back after s": round(marks["wake-ups"] - killed, 1) if marks.get("wake-ups") else None,
+        "worker consuming again after s": round(marks["worker"] - killed, 1) if marks.get("worker") else None,
         "first console update after the promotion, after s": round(resumed - killed, 1) if resumed else None,
         "console refusals": console.refusals,
         "console (re)connects": f"{len(console.connects)} of {console.attempts}", "console messages": len(console.messages),
+        "console sockets given up as silent": console.deaf,
         "fallback polls during the burst": _fallback_polls(lab) - fallback_before,
         "makespan s": run["makespan s"], "ideal s": run["ideal s"], "accepted": run["accepted"],
         "user errors": run["user errors"]})
-    if shown is None or not marks.get("wake-ups"):
+    if shown is None or not (marks.get("wake-ups") and marks.get("worker")):
         notes["failed"] = True
         notes["console's last error"] = console.error
     outcome.notes.update(notes)

@@ -1,6 +1,7 @@
 """`/ws/admin/judgers`: the console's live channel, for admins only.
 
-The server only ever says which pools changed; the page re-fetches its parts. Messages to
+The server only ever says which pools changed (or, while nothing does, that it is alive:
+`live.KEEPALIVE_INTERVALS`); the page re-fetches its parts. Messages to
 one page are coalesced: at most one per `KECE_CONSOLE_PUBLISH_MS`, carrying every pool that
 changed meanwhile, so a burst of changes costs a page one refresh.
 
@@ -61,7 +62,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.accept()
         await sync_to_async(live.mark_watched)()
-        await self.send_json({"type": "live"})
+        await self.send_json({"type": "live", "silentAfterMs": live.silent_after_ms()})
         self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))
 
     async def _watch_standing(self, session_key: str | None):
@@ -96,6 +97,10 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         pools, self.pending, self.flush = sorted(self.pending), set(), None
         self.last_sent = asyncio.get_running_loop().time()
         await self.send_json({"type": "changed", "pools": pools})
+
+    async def fleet_alive(self, event):
+        if self.flush is None:  # a change on its way says as much
+            await self.send_json({"type": "alive"})
 
     async def receive_json(self, content, **kwargs):
         pass  # the page has nothing to say

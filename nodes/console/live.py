@@ -9,6 +9,11 @@ own writes add a hint right after their service committed (`hint`).
 
 Messages are hints like the wake-ups: the page re-fetches its parts from the database, and
 a lost message only delays that until the next one or the page's fallback refresh.
+
+While nothing changes the step still says it is alive, every `KEEPALIVE_INTERVALS`. A page
+that hears nothing for `SILENT_INTERVALS` takes its socket for deaf, whichever link broke
+(the step's worker away from the broker, a web process's channel layer, the socket itself):
+it says it is reconnecting, refreshes on its own, and opens a new socket.
 """
 
 import asyncio
@@ -32,6 +37,10 @@ WATCHED_KEY = "console:watched"
 # How many publish intervals a mark lasts: a socket that stops marking (its process gone)
 # costs the step at most this many more runs.
 WATCHED_INTERVALS = 3
+# While no pool changes, the step says it is alive this often; a page that hears nothing for
+# SILENT_INTERVALS (three keepalives lost) stops calling itself live.
+KEEPALIVE_INTERVALS = 3
+SILENT_INTERVALS = 10
 # A pool's figures that a page shows as they change (not the oldest wait, which grows every
 # second: the page's slow refresh shows it).
 FIGURE_FIELDS = ("pending", "claimable", "backoff", "readyNodes", "running")
@@ -100,20 +109,36 @@ def publish_step(now=None) -> list[str]:
     it has just loaded."""
     if not cache.get(WATCHED_KEY):
         return []
-    digests = pool_digests(now=now or timezone.now())
-    before = cache.get(DIGEST_KEY) or {}
-    cache.set(DIGEST_KEY, digests, timeout=None)
-    changed = changed_pools(before, digests) if before else []
+    now = now or timezone.now()
+    digests = pool_digests(now=now)
+    last = cache.get(DIGEST_KEY) or {}
+    changed = changed_pools(last["digests"], digests) if last.get("digests") else []
+    told = last.get("told", 0.0)
+    # Half an interval of slack: the steps' own timing jitters.
+    keepalive_s = (KEEPALIVE_INTERVALS - 0.5) * settings.KECE_CONSOLE_PUBLISH_MS / 1000
     if changed:
         publish(changed)
+        told = now.timestamp()
+    elif now.timestamp() - told >= keepalive_s:
+        _group_send({"type": "fleet.alive"}, "alive")
+        told = now.timestamp()
+    cache.set(DIGEST_KEY, {"digests": digests, "told": told}, timeout=None)
     return changed
+
+
+def silent_after_ms() -> int:
+    """How long a page waits for a message before it takes its socket for deaf."""
+    return SILENT_INTERVALS * settings.KECE_CONSOLE_PUBLISH_MS
 
 
 def publish(pools: list[str]) -> None:
     """Best effort: a page that misses a message catches up on its next refresh."""
+    _group_send({"type": "fleet.changed", "pools": list(pools)}, ",".join(pools))
+
+
+def _group_send(message: dict, what: str) -> None:
     from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-    message = {"type": "fleet.changed", "pools": list(pools)}
     try:
         layer = get_channel_layer()
         if isinstance(layer, InMemoryChannelLayer):
@@ -131,7 +156,7 @@ def publish(pools: list[str]) -> None:
             return
         async_to_sync(layer.group_send)(GROUP, message)
     except Exception as exc:
-        logger.warning("console publish failed", extra={"pools": ",".join(pools), "error": str(exc)})
+        logger.warning("console publish failed", extra={"pools": what, "error": str(exc)})
 
 
 def hint(pool: str) -> None:

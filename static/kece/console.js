@@ -1,12 +1,17 @@
 // The console's live channel: the server says which pools changed, the page re-fetches its
 // parts (elements with hx-trigger="judgers-changed from:body"). While the socket is down the
 // page says so and its parts refresh every 10 s on their own (window.keceLive is false).
+// While nothing changes the server still says it is alive every few seconds: a socket that
+// stays silent longer (silentAfterMs, sent with "live") is taken for deaf, whatever link
+// broke, and replaced. After that the page calls itself live again only once a message has
+// come through the whole way, not merely when a new socket opens.
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
   if (!status || window.keceConsole) { return; }
   window.keceConsole = true;
   var delay = 1000;
+  var trusted = true;  // no socket has gone deaf since the last message came through
 
   function show(live) {
     var wasLive = window.keceLive === true;
@@ -20,16 +25,38 @@
 
   function connect() {
     var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/admin/judgers");
-    socket.onmessage = function (event) {
-      var message = JSON.parse(event.data);
-      if (message.type === "live") { delay = 1000; show(true); }
-      else if (message.type === "changed") { refresh(); }
-    };
-    socket.onclose = function () {
+    var silentAfter = 0;
+    var watchdog = null;
+
+    function heard() {
+      window.clearTimeout(watchdog);
+      if (silentAfter > 0) { watchdog = window.setTimeout(deaf, silentAfter); }
+    }
+    function deaf() {
+      trusted = false;
+      socket.onmessage = socket.onclose = null;
+      socket.close();
+      closed();
+    }
+    function closed() {
+      window.clearTimeout(watchdog);
       show(false);
       window.setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10000);
+    }
+    socket.onmessage = function (event) {
+      var message = JSON.parse(event.data);
+      if (message.type === "live") {
+        silentAfter = message.silentAfterMs || 0;
+        if (trusted) { delay = 1000; show(true); }
+      } else {
+        trusted = true;
+        delay = 1000;
+        if (window.keceLive) { if (message.type === "changed") { refresh(); } } else { show(true); }
+      }
+      heard();
     };
+    socket.onclose = closed;
   }
   window.keceLive = false;
   connect();

@@ -4,6 +4,7 @@ shows once, watches it join, checks it, enables it, sees a submission run on it 
 it — all without reloading; a teacher gets 403, an anonymous visitor the login page, and
 the Chinese page has Chinese labels."""
 
+import concurrent.futures
 import os
 import re
 from pathlib import Path
@@ -231,3 +232,45 @@ def test_an_admin_finds_failed_work_says_why_and_requeues_it_after_the_impact(co
     assert page.url.endswith("/admin/judgers/rejudges")
     assert list(RejudgeOperation.objects.get().items.values_list("submission_id", flat=True)) == [failed.pk]
     page.context.close()
+
+
+def test_a_console_that_hears_nothing_stops_calling_itself_live_until_a_message_comes_through(tls, tmp_path,
+                                                                                               chromium):
+    """Nothing publishes (no scheduler runs the live step): the page takes its socket for deaf
+    after `silentAfterMs`, says it is reconnecting, and stays so on the new socket until a
+    message from the publisher's side comes through the whole way."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from nodes.console import live
+
+    server = start_server(tls, tmp_path, KECE_IN_PROCESS_SCHEDULER=0, KECE_CONSOLE_PUBLISH_MS=300)
+    try:
+        admin_person()
+        page = new_page(chromium)
+        sockets, greetings = [], []
+
+        def opened(socket):
+            sockets.append(socket)
+            socket.on("framereceived", lambda payload: greetings.append(socket) if '"live"' in str(payload) else None)
+
+        page.on("websocket", opened)
+        sign_in(page, server.url, "alice", PASSWORD, "/admin/judgers")
+        _wait_text(page, "#live-status", "Live", 10000)
+        _wait_text(page, "#live-status", "Reconnecting", 10000)  # ten intervals without a word
+        # Playwright delivers the page's socket events while it is waiting on the page.
+        wait_for(lambda: page.wait_for_timeout(100) or len(set(greetings)) >= 2, 20, "a second socket greeted")
+        assert "Reconnecting" in page.locator("#live-status").inner_text()  # open, but not yet heard through
+        screenshot(page, "console-silent-reconnecting-1280-en")
+
+        def told_alive() -> bool:
+            # From a thread of its own: Playwright's loop runs in this one.
+            send = async_to_sync(get_channel_layer().group_send)
+            with concurrent.futures.ThreadPoolExecutor(1) as publisher:
+                publisher.submit(send, live.GROUP, {"type": "fleet.alive"}).result()
+            return "Live" in page.locator("#live-status").inner_text()
+
+        wait_for(told_alive, 30, "the page live again once the server's word came through")
+        assert page.locator("#live-status").get_attribute("role") == "status"
+    finally:
+        server.stop()

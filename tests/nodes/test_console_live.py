@@ -44,7 +44,8 @@ async def _open_live(cookie) -> WebsocketCommunicator:
     """An admin's console socket, connected and told it is live."""
     socket = _socket(ORIGIN, cookie)
     connected, _ = await socket.connect()
-    assert connected and await socket.receive_json_from(timeout=3) == {"type": "live"}
+    assert connected and await socket.receive_json_from(timeout=3) == {"type": "live",
+                                                                      "silentAfterMs": live.silent_after_ms()}
     return socket
 
 
@@ -140,7 +141,7 @@ def test_an_origin_the_settings_trust_may_open_it(memory_layer, settings):
         await socket.disconnect()
         return connected, greeting
 
-    assert async_to_sync(scenario)() == (True, {"type": "live"})
+    assert async_to_sync(scenario)() == (True, {"type": "live", "silentAfterMs": live.silent_after_ms()})
 
 
 def _take_permission(user, client):
@@ -204,6 +205,46 @@ def test_a_burst_of_changes_reaches_an_admin_as_one_coalesced_message(memory_lay
     assert first == {"type": "changed", "pools": ["python"]}
     assert second == {"type": "changed", "pools": ["cpp", "java", "python"]}
     assert quiet  # thirty changes, two messages
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_nothing_changes_an_open_page_is_told_the_server_is_alive(memory_layer, settings):
+    settings.KECE_CONSOLE_PUBLISH_MS = 1000
+    cookie = _cookie(make_admin())
+
+    async def scenario():
+        socket = await _open_live(cookie)
+        await get_channel_layer().group_send(live.GROUP, {"type": "fleet.alive"})
+        message = await socket.receive_json_from(timeout=3)
+        await socket.disconnect()
+        return message
+
+    assert async_to_sync(scenario)() == {"type": "alive"}
+
+
+@pytest.mark.django_db
+def test_the_step_says_it_is_alive_every_few_intervals_while_nothing_changes(monkeypatch, settings, student,
+                                                                             problem):
+    settings.KECE_CONSOLE_PUBLISH_MS = 1000
+    sent = []
+    monkeypatch.setattr(live, "_group_send", lambda message, what: sent.append(message["type"]))
+    make_node(pool="python", name="py-1")
+    live.mark_watched()
+    start = timezone.now()
+
+    def step_at(seconds: float) -> list[str]:
+        sent.clear()
+        live.publish_step(now=start + timezone.timedelta(seconds=seconds))
+        return list(sent)
+
+    assert step_at(0) == ["fleet.alive"]  # the first step has nothing to compare with
+    assert [step_at(second) for second in (1, 2)] == [[], []]
+    assert step_at(3) == ["fleet.alive"]  # three intervals without a word
+    assert [step_at(second) for second in (4, 5)] == [[], []]
+    submit(student, problem, language="python")
+    assert step_at(6) == ["fleet.changed"]  # a change says as much
+    assert [step_at(second) for second in (7, 8)] == [[], []]
+    assert step_at(9) == ["fleet.alive"]
 
 
 @pytest.mark.django_db
