@@ -10,20 +10,35 @@ reach them (statistics, bulk rejudges) leaves this account out.
 """
 
 from django.contrib.auth import get_user_model
+from django.db import IntegrityError, OperationalError
 
 USERNAME = "kece-system"
+# MySQL's and MariaDB's "Deadlock found when trying to get lock; try restarting transaction".
+DEADLOCK = 1213
 
 
 def system_user():
-    """The account, created inactive and without a usable password the first time."""
+    """The account, created inactive and without a usable password the first time.
+
+    Passes that need it at once may all find it missing and insert it together: one insert
+    wins, the others fail on the duplicate or, their duplicate checks locking the same gap,
+    as a deadlock's victims. Either way the account is there when they look again."""
     model = get_user_model()
-    user = model.objects.filter(username=USERNAME).first()
-    if user is None:
-        user, _ = model.objects.get_or_create(username=USERNAME, defaults={"is_active": False})
-        if user.has_usable_password():
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
-    return user
+    for _ in range(3):
+        user = model.objects.filter(username=USERNAME).first()
+        if user is not None:
+            return user
+        user = model(username=USERNAME, is_active=False)
+        user.set_unusable_password()
+        try:
+            user.save(force_insert=True)
+            return user
+        except IntegrityError:
+            continue
+        except OperationalError as exc:
+            if exc.args[0] != DEADLOCK:
+                raise
+    return model.objects.get(username=USERNAME)
 
 
 def system_user_id() -> int | None:
