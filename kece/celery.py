@@ -4,10 +4,10 @@ import os
 from pathlib import Path
 
 from celery import Celery, bootsteps
-from celery.worker.consumer import Consumer
 from celery.beat import PersistentScheduler
 from celery.signals import beat_embedded_init, beat_init, celeryd_init, setup_logging, worker_process_init, \
     worker_process_shutdown, worker_ready
+from celery.worker.consumer import Consumer
 
 from kece import probe
 
@@ -55,7 +55,7 @@ app.steps["worker"].add(WorkerHeartbeat)
 class PromptReconnectConsumer(Consumer):
     """The worker's consumer, reconnecting to the broker within seconds of its return.
 
-    Kombu's defaults wait 2, 4, 6 … up to 30 s between rounds of attempts, so a Redis
+    Kombu's defaults wait 2, 4, 6 … up to 32 s between rounds of attempts, so a Redis
     failover of three seconds kept every periodic task (the reaper, the settlement outbox,
     the console's live step) waiting six, and a longer outage up to 30 s after Redis was
     back. Each round tries every Sentinel once and logs one line for each."""

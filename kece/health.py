@@ -7,6 +7,7 @@ and the process still takes traffic. Liveness (`/livez`) touches neither.
 
 import concurrent.futures
 import logging
+import math
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ DEADLINE_S = 1.0
 # The probe's own socket timeouts only free its thread; the deadline decides what a probe
 # reports. Were they equal, the two would race and a silent host would be reported now as
 # `timeout`, now as the driver's error.
-SOCKET_TIMEOUT_S = 2 * int(DEADLINE_S)
+SOCKET_TIMEOUT_S = max(1, math.ceil(2 * DEADLINE_S))  # whole seconds; 0 would mean none
 
 # One thread runs the database checks. A check that outlives its deadline (a host that
 # drops packets) keeps that thread until its own socket timeouts end it; meanwhile later

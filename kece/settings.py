@@ -275,8 +275,11 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # `celery worker --beat` keeps its schedule with the other state, not in the working folder.
 CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
-# The worker reconnects to the broker within seconds of its return (Kombu's default waits up to 30 s).
+# The worker reconnects to the broker within seconds of its return (Kombu's default waits up to
+# 32 s), and never gives up: after Celery's default 100 tries (a few minutes at that pace) it
+# would exit, and a restarting container only waits longer.
 CELERY_WORKER_CONSUMER = "kece.celery:PromptReconnectConsumer"
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Beat ticks at least this often, each tick a sign of life for `python -m kece.probe beat`.
 CELERY_BEAT_SCHEDULER = "kece.celery:HeartbeatScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 30  # kece.probe.INTERVAL_S["beat"]

@@ -333,6 +333,7 @@ def test_with_its_mariadb_paused_a_server_answers_not_ready_instead_of_hanging(s
     for _ in range(3):
         status, body = readyz(stack.http)
         assert (status, body["failed"]) == (503, ["database"]), body
+        assert body["checks"][0]["error"] == "timeout", body
     stack.mariadb.resume()
     stack.until_ready()
 

@@ -413,9 +413,9 @@ def _worker_consuming(host: str) -> bool:
 
 
 class ConsoleWatcher:
-    """An admin's console page: its live WebSocket through `lb`, reconnecting as the page does
-    when the socket closes or stays silent past `silentAfterMs` (`static/kece/console.js`),
-    every message's time written down."""
+    """An admin's console page: its live WebSocket through `lb`, reconnecting when the socket
+    closes or stays silent past `silentAfterMs` as the page does (`static/kece/console.js`),
+    though at once rather than after the page's backoff; every message's time written down."""
 
     def __init__(self, lab: Lab):
         from django.conf import settings

@@ -30,7 +30,8 @@ from django.utils import timezone
 logger = logging.getLogger("kece.console")
 
 GROUP = "judgers-console"
-DIGEST_KEY = "console:pool-digests"
+# The last step's digests and when it last told the pages anything.
+DIGEST_KEY = "console:pool-state"
 # Set by every open console socket once a publish interval (`mark_watched`): while it lasts,
 # the step computes the digests; without it, nobody would hear what it publishes.
 WATCHED_KEY = "console:watched"
@@ -119,7 +120,7 @@ def publish_step(now=None) -> list[str]:
     if changed:
         publish(changed)
         told = now.timestamp()
-    elif now.timestamp() - told >= keepalive_s:
+    elif not 0 <= now.timestamp() - told < keepalive_s:  # due, or told by a clock ahead of this one
         _group_send({"type": "fleet.alive"}, "alive")
         told = now.timestamp()
     cache.set(DIGEST_KEY, {"digests": digests, "told": told}, timeout=None)

@@ -234,6 +234,7 @@ def test_an_admin_finds_failed_work_says_why_and_requeues_it_after_the_impact(co
     page.context.close()
 
 
+@pytest.mark.redis  # the test's word reaches the server's sockets through Redis
 def test_a_console_that_hears_nothing_stops_calling_itself_live_until_a_message_comes_through(tls, tmp_path,
                                                                                                chromium):
     """Nothing publishes (no scheduler runs the live step): the page takes its socket for deaf
@@ -271,6 +272,5 @@ def test_a_console_that_hears_nothing_stops_calling_itself_live_until_a_message_
             return "Live" in page.locator("#live-status").inner_text()
 
         wait_for(told_alive, 30, "the page live again once the server's word came through")
-        assert page.locator("#live-status").get_attribute("role") == "status"
     finally:
         server.stop()

@@ -245,6 +245,7 @@ def test_the_step_says_it_is_alive_every_few_intervals_while_nothing_changes(mon
     assert step_at(6) == ["fleet.changed"]  # a change says as much
     assert [step_at(second) for second in (7, 8)] == [[], []]
     assert step_at(9) == ["fleet.alive"]
+    assert step_at(5) == ["fleet.alive"]  # a step on a clock behind the last one's is not kept quiet
 
 
 @pytest.mark.django_db
