@@ -10,7 +10,7 @@ reach them (statistics, bulk rejudges) leaves this account out.
 """
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, OperationalError
 
 USERNAME = "kece-system"
 # MySQL's and MariaDB's "Deadlock found when trying to get lock; try restarting transaction".
@@ -22,9 +22,8 @@ def system_user():
 
     Passes that need it at once may all find it missing and insert it together: one insert
     wins, the others fail on the duplicate or, their duplicate checks locking the same gap,
-    as a deadlock's victims. Either way the account is there when they look again, which is
-    why it is never asked for inside a transaction: there the failed insert would spoil it."""
-    assert not transaction.get_connection().in_atomic_block, "the system account is fetched before a transaction"
+    as a deadlock's victims. Either way the account is there when they look again. Its callers
+    fetch it before their transaction: inside one, the failed insert would spoil it."""
     model = get_user_model()
     for _ in range(3):
         user = model.objects.filter(username=USERNAME).first()
