@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -472,6 +473,11 @@ class ConsoleWatcher:
                 self.refusals[self.error] = self.refusals.get(self.error, 0) + 1
                 self.stopping.wait(0.5)
 
+    def where(self) -> list[str]:
+        """Where the page's thread is now: the lines of its stack nearest the top."""
+        frame = sys._current_frames().get(self.thread.ident)
+        return [line.rstrip() for line in traceback.format_stack(frame)[-8:]] if frame else []
+
     def first_change_after(self, moment: float) -> float | None:
         return next((t for t, kind in self.messages if kind == "changed" and t > moment), None)
 
@@ -523,6 +529,8 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     shown = wait_for(lambda: console.first_change_after(after), "a console update after the failover", 15, notes)
     resumed = console.first_change_after(marks.get("promoted") or marks["killed"])
     outcome = finish(lab, "f", since, run)
+    # A watcher that heard nothing: where its thread is, before it is stopped.
+    stuck = console.where() if shown is None else []
     console.stop()
     killed = marks["killed"]
     notes.update({
@@ -541,6 +549,8 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
         notes["console's last error"] = console.error
     outcome.notes.update(notes)
     print("  [f] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
+    for line in stuck:
+        print("  [f] console watcher at: " + line.replace("\n", " | "))
     # A standby again for the scenarios after: the old primary's server back, as a replica.
     lab.spawn("redis", "db", ["redis-server", "--bind", address("db"), "--port", "6379", "--save", "",
                               "--appendonly", "no", "--dir", str(lab.tmp), "--protected-mode", "no",
