@@ -437,11 +437,30 @@ class ConsoleWatcher:
         self.refusals: dict[str, int] = {}
         self.attempts = 0
         self.deaf = 0  # sockets given up for silence
+        self.abandoned, self.abandoned_at = 0, []  # attempts left behind, and where the last one was
+        self.current = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    # The client's own open timeout. An attempt in CI once neither returned nor raised for half
+    # a minute past it: a little later it is left behind and another begins.
+    OPEN_S = 5
+
     def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.attempts += 1
+            settled = threading.Event()  # the socket opened, or the attempt failed
+            attempt = threading.Thread(target=self._attempt, args=(self.attempts, settled), daemon=True)
+            self.current = attempt
+            attempt.start()
+            if settled.wait(self.OPEN_S + 3):
+                attempt.join()
+            else:
+                self.abandoned += 1
+                self.abandoned_at = self.where()
+
+    def _attempt(self, number: int, settled: threading.Event) -> None:
         import ssl
 
         from websockets.sync.client import connect
@@ -449,33 +468,36 @@ class ConsoleWatcher:
         origin = f"https://{address('lb')}"
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        while not self.stopping.is_set():
-            self.attempts += 1
-            try:
-                with connect(origin.replace("https://", "wss://") + "/ws/admin/judgers", ssl=context, origin=origin,
-                             additional_headers={"Cookie": self.cookie}, open_timeout=5) as socket_:
-                    self.connects.append(time.time())
-                    silent_after, heard = None, time.monotonic()
-                    while not self.stopping.is_set():
-                        try:
-                            message = json.loads(socket_.recv(timeout=0.5))
-                        except TimeoutError:
-                            if silent_after and time.monotonic() - heard > silent_after:
-                                self.deaf += 1
-                                break
-                            continue
-                        heard = time.monotonic()
-                        if message.get("type") == "live":
-                            silent_after = message.get("silentAfterMs", 0) / 1000
-                        self.messages.append((time.time(), message.get("type")))
-            except Exception as error:
-                self.error = f"{type(error).__name__}: {error}"
-                self.refusals[self.error] = self.refusals.get(self.error, 0) + 1
-                self.stopping.wait(0.5)
+        try:
+            with connect(origin.replace("https://", "wss://") + "/ws/admin/judgers", ssl=context, origin=origin,
+                         additional_headers={"Cookie": self.cookie}, open_timeout=self.OPEN_S) as socket_:
+                if number != self.attempts:
+                    return  # left behind meanwhile
+                self.connects.append(time.time())
+                settled.set()
+                silent_after, heard = None, time.monotonic()
+                while not self.stopping.is_set():
+                    try:
+                        message = json.loads(socket_.recv(timeout=0.5))
+                    except TimeoutError:
+                        if silent_after and time.monotonic() - heard > silent_after:
+                            self.deaf += 1
+                            break
+                        continue
+                    heard = time.monotonic()
+                    if message.get("type") == "live":
+                        silent_after = message.get("silentAfterMs", 0) / 1000
+                    self.messages.append((time.time(), message.get("type")))
+        except Exception as error:
+            self.error = f"{type(error).__name__}: {error}"
+            self.refusals[self.error] = self.refusals.get(self.error, 0) + 1
+            self.stopping.wait(0.5)
+        finally:
+            settled.set()
 
     def where(self) -> list[str]:
-        """Where the page's thread is now: the lines of its stack nearest the top."""
-        frame = sys._current_frames().get(self.thread.ident)
+        """Where the page's current attempt is now: the lines of its stack nearest the top."""
+        frame = sys._current_frames().get(self.current.ident)
         return [line.rstrip() for line in traceback.format_stack(frame)[-8:]] if frame else []
 
     def first_change_after(self, moment: float) -> float | None:
@@ -540,7 +562,7 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
         "first console update after the promotion, after s": round(resumed - killed, 1) if resumed else None,
         "console refusals": console.refusals,
         "console (re)connects": f"{len(console.connects)} of {console.attempts}", "console messages": len(console.messages),
-        "console sockets given up as silent": console.deaf,
+        "console sockets given up as silent": console.deaf, "console attempts left behind": console.abandoned,
         "fallback polls during the burst": _fallback_polls(lab) - fallback_before,
         "makespan s": run["makespan s"], "ideal s": run["ideal s"], "accepted": run["accepted"],
         "user errors": run["user errors"]})
@@ -551,6 +573,8 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     print("  [f] " + "; ".join(f"{k}: {v}" for k, v in notes.items() if k != "failed"))
     for line in stuck:
         print("  [f] console watcher at: " + line.replace("\n", " | "))
+    for line in console.abandoned_at:
+        print("  [f] console attempt left behind at: " + line.replace("\n", " | "))
     # A standby again for the scenarios after: the old primary's server back, as a replica.
     lab.spawn("redis", "db", ["redis-server", "--bind", address("db"), "--port", "6379", "--save", "",
                               "--appendonly", "no", "--dir", str(lab.tmp), "--protected-mode", "no",
