@@ -42,3 +42,21 @@ def percentile(values, p):
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def count_round_trips(on_send) -> None:
+    """Call `on_send(what)` for each round trip this thread's database connection makes from
+    now on (a statement, or several sent together; a commit or rollback). The connection is
+    one to close afterwards: its methods cannot be put back."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    raw = connection.connection
+    for name in ("query", "commit", "rollback"):
+        original = getattr(raw, name)
+
+        def counting(*args, _original=original, _name=name.upper().encode()):
+            on_send(args[0] if args else _name)
+            return _original(*args)
+
+        setattr(raw, name, counting)

@@ -13,21 +13,26 @@ import time
 from collections import Counter
 
 try:
-    from bench._django import percentile, setup
+    from bench._django import count_round_trips, percentile, setup
 except ImportError:  # run as a script
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench._django import percentile, setup
+    from bench._django import count_round_trips, percentile, setup
 
 
 class StatementCounter:
-    """Counts statements per phase on the current thread's connection."""
+    """Counts statements per phase on the current thread's connection, and its round trips
+    to the server (statements sent together make one)."""
 
     def __init__(self):
         self.counts = Counter()
         self.phase = None
+        count_round_trips(self.sent)
+
+    def sent(self, _what) -> None:
+        self.counts[f"{self.phase} trips"] += 1
 
     def __call__(self, execute, sql, params, many, context):
         self.counts[self.phase] += 1
@@ -153,6 +158,9 @@ def main():
     total = sum(per_job.values())
     print(f"  SQL statements per job: {total:.2f} (submit {per_job['submit']:.2f}, claim {per_job['claim']:.2f},"
           f" settle {per_job['settle']:.2f}); savepoints {totals['savepoint']}")
+    trips = {phase: totals[f"{phase} trips"] / jobs for phase in ("submit", "claim", "settle")}
+    print(f"  round trips per job: {sum(trips.values()):.2f} (submit {trips['submit']:.2f}, claim {trips['claim']:.2f},"
+          f" settle {trips['settle']:.2f})")
     print(f"  target <= 10 statements per job at batch 8: {'met' if total <= 10 else 'NOT met'}")
 
 

@@ -17,12 +17,13 @@ Locks on rows already held in this transaction are free and do not count.
 
 import logging
 from enum import IntEnum
+from typing import NamedTuple
 
 from django.conf import settings
 
 from kece.rows import database
 from kece.rows import shape as shape_of
-from kece.rows import insert_if, matching, update_by_pk, update_rows
+from kece.rows import fetch_each, insert_if, matching, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.locking")
 
@@ -103,50 +104,101 @@ def _lock_clause(connection, *, shared: bool = False) -> str:
     return " FOR UPDATE"
 
 
-def _locked_rows(model, pks, *, shared: bool = False, names: tuple | None = None) -> list:
-    keys = sorted(set(pks))
-    if not keys:
-        return []
-    connection = database()
-    shape = shape_of(model, names, connection)
+class RowLock(NamedTuple):
+    """Rows to lock by primary key, as one `lock_together` step: recorded at `rank` under
+    `keys`; `one`: a single row (or None), else a dict of the rows found by key."""
+    model: type
+    rank: Rank
+    keys: tuple
+    pks: tuple
+    shared: bool = False
+    names: tuple | None = None
+    one: bool = False
+
+
+def _rows_of(model, rank: Rank, pks, *, names: tuple | None = None) -> RowLock:
+    return RowLock(model, rank, tuple(pks), tuple(pks), names=names)
+
+
+def _row_of(model, rank: Rank, pk, *, key=None, shared: bool = False, names: tuple | None = None) -> RowLock:
+    """One row by primary key, recorded at `rank` under `key` (the primary key unless the
+    rank orders by more)."""
+    return RowLock(model, rank, (pk if key is None else key,), (pk,), shared, names, one=True)
+
+
+def _statement(lock: RowLock, connection):
+    keys = sorted(set(lock.pks))
+    found = shape_of(lock.model, lock.names, connection)
     placeholders = ", ".join(["%s"] * len(keys))
-    return shape.load(f"SELECT {shape.columns} FROM {shape.table} WHERE {shape.pk_column} IN ({placeholders})"
-                      f" ORDER BY {shape.pk_column}{_lock_clause(connection, shared=shared)}", keys, connection)
+    sql = (f"SELECT {found.columns} FROM {found.table} WHERE {found.pk_column} IN ({placeholders})"
+           f" ORDER BY {found.pk_column}{_lock_clause(connection, shared=lock.shared)}")
+    return sql, keys, found
 
 
-def _lock_by_pk(model, rank: Rank, pks, *, names: tuple | None = None):
-    _acquire(rank, pks)
-    return {row.pk: row for row in _locked_rows(model, pks, names=names)}
+def lock_together(*locks: RowLock) -> list:
+    """Take `locks` in the order given, which must be the global order: what each would take
+    alone (a row or None, a dict by key), with every statement sent in one round trip
+    where the database allows (`kece.rows.fetch_each`): the server takes the locks one
+    after another, as it would have. An order violation raises before anything is sent."""
+    for lock in locks:
+        _acquire(lock.rank, lock.keys)
+    connection = database()
+    planned = [(lock, *_statement(lock, connection)) for lock in locks if lock.pks]
+    if len(planned) == 1:
+        [(lock, sql, keys, found)] = planned
+        fetched = [found.load(sql, keys, connection)]
+    else:
+        rows_each = fetch_each([(sql, keys) for _, sql, keys, _ in planned], connection)
+        fetched = [[found.build(row, connection) for row in rows]
+                   for (_, _, _, found), rows in zip(planned, rows_each)]
+    by_lock = iter(fetched)
+    taken = []
+    for lock in locks:
+        rows = next(by_lock) if lock.pks else []
+        taken.append((rows[0] if rows else None) if lock.one else {row.pk: row for row in rows})
+    return taken
+
+
+def _lock_by_pk(model, rank: Rank, pks, *, names: tuple | None = None) -> dict:
+    [rows] = lock_together(_rows_of(model, rank, pks, names=names))
+    return rows
 
 
 def _lock_one(model, rank: Rank, pk, *, key=None, shared: bool = False, names: tuple | None = None):
-    """One row by primary key, recorded at `rank` under `key` (the primary key unless the
-    rank orders by more); None if there is no such row."""
-    _acquire(rank, [pk if key is None else key])
-    rows = _locked_rows(model, [pk], shared=shared, names=names)
-    return rows[0] if rows else None
+    [row] = lock_together(_row_of(model, rank, pk, key=key, shared=shared, names=names))
+    return row
 
 
 # --- host groups and nodes -----------------------------------------------------------------
 
-def lock_host_group(pk, *, shared: bool = False):
-    """Lock a host group row. `shared` is for a result post's one-for-one replacement
+def host_group_row(pk, *, shared: bool = False) -> RowLock:
+    """A host group row. `shared` is for a result post's one-for-one replacement
     (`judging.services.settle`): many of them run side by side, while a claim that may raise
     the group's count, and any change to the group, take it exclusively. A shared holder
     must not write the row."""
     from nodes.models import JudgeHostGroup
 
-    return _lock_one(JudgeHostGroup, Rank.HOST_GROUP, pk, shared=shared)
+    return _row_of(JudgeHostGroup, Rank.HOST_GROUP, pk, shared=shared)
+
+
+def lock_host_group(pk, *, shared: bool = False):
+    [group] = lock_together(host_group_row(pk, shared=shared))
+    return group
+
+
+def node_row(pk, *, shared: bool = False) -> RowLock:
+    """A node row. `shared` lets many settles and renewals of one node run side by side
+    while still excluding what takes it exclusively (claim, session change, drain, revoke):
+    they only need the node's session and credential not to change under them. A shared
+    holder must not write the node row (two holders upgrading would deadlock)."""
+    from nodes.models import JudgeNode
+
+    return _row_of(JudgeNode, Rank.NODE, pk, shared=shared)
 
 
 def lock_node(pk, *, shared: bool = False):
-    """Lock a node row. `shared` lets many settles and renewals of one node run side by
-    side while still excluding what takes it exclusively (claim, session change, drain,
-    revoke): they only need the node's session and credential not to change under them.
-    A shared holder must not write the node row (two holders upgrading would deadlock)."""
-    from nodes.models import JudgeNode
-
-    return _lock_one(JudgeNode, Rank.NODE, pk, shared=shared)
+    [node] = lock_together(node_row(pk, shared=shared))
+    return node
 
 
 def lock_nodes(pks) -> dict:
@@ -201,22 +253,32 @@ def lock_exam_participant(pk):
 _TYPE_ORDER = {"ALGO": 0, "SQL": 1}
 
 
-def lock_submission(submission_type: str, submission_id: int, *, names: tuple | None = None):
-    """Lock one submission (code or SQL). Keys order ALGO before SQL, then by id. `names`:
-    the only fields to read (the others are deferred)."""
+def submission_row(submission_type: str, submission_id: int, *, names: tuple | None = None) -> RowLock:
+    """One submission (code or SQL). Keys order ALGO before SQL, then by id. `names`: the
+    only fields to read (the others are deferred)."""
     from judging.models import SUBMISSION_MODELS
 
-    return _lock_one(SUBMISSION_MODELS[submission_type], Rank.SUBMISSION, submission_id,
-                     key=(_TYPE_ORDER[submission_type], submission_id), names=names)
+    return _row_of(SUBMISSION_MODELS[submission_type], Rank.SUBMISSION, submission_id,
+                   key=(_TYPE_ORDER[submission_type], submission_id), names=names)
+
+
+def lock_submission(submission_type: str, submission_id: int, *, names: tuple | None = None):
+    [submission] = lock_together(submission_row(submission_type, submission_id, names=names))
+    return submission
 
 
 # --- jobs ----------------------------------------------------------------------------------------
 
-def lock_jobs(pks, *, names: tuple | None = None) -> dict:
-    """Lock job rows by key; `names`: the only fields to read (the others are deferred)."""
+def job_rows(pks, *, names: tuple | None = None) -> RowLock:
+    """Job rows by key; `names`: the only fields to read (the others are deferred)."""
     from judging.models import JudgeJob
 
-    return _lock_by_pk(JudgeJob, Rank.JOB, pks, names=names)
+    return _rows_of(JudgeJob, Rank.JOB, pks, names=names)
+
+
+def lock_jobs(pks, *, names: tuple | None = None) -> dict:
+    [jobs] = lock_together(job_rows(pks, names=names))
+    return jobs
 
 
 def lock_job(pk):
@@ -262,7 +324,7 @@ def _require_held(keys) -> None:
         raise LockOrderViolation(f"write to rows {missing} that this transaction has not locked")
 
 
-def update_locked_jobs(pks, *, increment=(), **values) -> int:
+def update_locked_jobs(pks, *, increment=(), **values) -> None:
     """UPDATE job rows this transaction has locked, by primary key only; `increment` names
     counters to raise by one.
 
@@ -275,18 +337,17 @@ def update_locked_jobs(pks, *, increment=(), **values) -> int:
 
     keys = sorted(set(pks))
     _require_held([(Rank.JOB, pk) for pk in keys])
-    if not keys:
-        return 0
-    return update_by_pk(JudgeJob, keys, values, increment)
+    if keys:
+        update_by_pk(JudgeJob, keys, values, increment)
 
 
-def update_locked_node(pk, **values) -> int:
+def update_locked_node(pk, **values) -> None:
     """UPDATE the node row this transaction has locked (exclusively: a shared holder must not
     write it), by primary key only."""
     from nodes.models import JudgeNode
 
     _require_held([(Rank.NODE, pk)])
-    return update_by_pk(JudgeNode, [pk], values)
+    update_by_pk(JudgeNode, [pk], values)
 
 
 def _held_key(row):

@@ -85,6 +85,34 @@ def shape(model, names: tuple | None = None, connection=None) -> RowShape:
     return found
 
 
+def write(connection, sql: str, params) -> None:
+    """Run a write whose answer (its row count) no one reads: inside a transaction on MariaDB
+    it goes with the transaction's next statement (`kece.mysql.pipeline`)."""
+    defer = getattr(connection, "defer", None)
+    if defer is not None:
+        defer(sql, params)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def fetch_each(statements: list, connection=None) -> list[list]:
+    """The rows of each of `statements` (`(sql, params)` pairs), run in order: inside a
+    transaction on MariaDB, in one round trip."""
+    connection = connection or database()
+    defer = getattr(connection, "defer", None)
+    if defer is None:
+        found = []
+        for sql, params in statements:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                found.append(list(cursor.fetchall()))
+        return found
+    sinks = [defer(sql, params, rows=True) for sql, params in statements]
+    connection.flush()
+    return sinks
+
+
 def _insert_sql(connection, meta, fields, count: int) -> str:
     quote = connection.ops.quote_name
     row = f"({', '.join(['%s'] * len(fields))})"
@@ -147,8 +175,7 @@ def insert_many(instances: list) -> None:
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     connection = database()
     values = [value for instance in instances for value in _prepared(connection, instance, fields)]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(connection, meta, fields, len(instances)), values)
+    write(connection, _insert_sql(connection, meta, fields, len(instances)), values)
     for instance in instances:
         _written(connection, instance)
 
@@ -176,8 +203,7 @@ def insert_values(model, rows: list[dict]) -> None:
             else:
                 value = field.get_default()
             values.append(field.get_db_prep_save(value, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(connection, meta, fields, len(rows)), values)
+    write(connection, _insert_sql(connection, meta, fields, len(rows)), values)
 
 
 def _assignments(connection, model, values: dict, prefix: str = "") -> tuple[list, list]:
@@ -191,18 +217,16 @@ def _assignments(connection, model, values: dict, prefix: str = "") -> tuple[lis
     return sets, params
 
 
-def update_by_pk(model, keys: list, values: dict, increment=()) -> int:
+def update_by_pk(model, keys: list, values: dict, increment=()) -> None:
     """One plain UPDATE of `model` rows by primary key: `values` prepared as `Model.save`
-    would, `increment` counters raised by one."""
+    would, `increment` counters raised by one (a `write`)."""
     connection = database()
     quote = connection.ops.quote_name
     sets, params = _assignments(connection, model, values)
     sets += [f"{quote(name)} = {quote(name)} + 1" for name in increment]
     found = shape(model, connection=connection)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {found.table} SET {', '.join(sets)} WHERE {found.pk_column} IN"
-                       f" ({', '.join(['%s'] * len(keys))})", params + keys)
-        return cursor.rowcount
+    write(connection, f"UPDATE {found.table} SET {', '.join(sets)} WHERE {found.pk_column} IN"
+                      f" ({', '.join(['%s'] * len(keys))})", params + keys)
 
 
 def update_rows(rows: list) -> None:
@@ -223,9 +247,8 @@ def update_rows(rows: list) -> None:
         sets += row_sets
         params += row_params
         keys.append((f"r{index}.{found.pk_column} = %s", pk))
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {', '.join(tables)} SET {', '.join(sets)}"
-                       f" WHERE {' AND '.join(condition for condition, _ in keys)}", params + [pk for _, pk in keys])
+    write(connection, f"UPDATE {', '.join(tables)} SET {', '.join(sets)}"
+                      f" WHERE {' AND '.join(condition for condition, _ in keys)}", params + [pk for _, pk in keys])
 
 
 def matching(model, names: tuple, keys, connection=None) -> tuple[str, list]:

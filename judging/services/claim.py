@@ -7,7 +7,7 @@ from django.db import connection, transaction
 
 from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import claim_queued_jobs, lock_host_group, lock_node, update_locked_jobs
+from judging.locking import claim_queued_jobs, host_group_row, lock_together, node_row, update_locked_jobs
 from judging.models import JobKind, JobState, JudgeJob
 from judging.services import job_meta
 from judging.timing import claim_wait, lease_ttl, offline_after
@@ -95,8 +95,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
         if group_id is None:
             raise Unauthenticated("The node credential is unknown or revoked.")
         with transaction.atomic(durable=True):
-            group = lock_host_group(group_id)
-            node = lock_node(identity.node_id)
+            group, node = lock_together(host_group_row(group_id), node_row(identity.node_id))
             if group is None or node is None or node.host_group_id != group_id:
                 group_id = None  # moved in between: look again
                 continue

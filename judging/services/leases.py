@@ -9,7 +9,8 @@ from django.db import transaction
 
 from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_job, lock_jobs, lock_node, lock_submission, update_locked_jobs
+from judging.locking import job_rows, lock_job, lock_jobs, lock_node, lock_submission, lock_together, node_row, \
+    update_locked_jobs
 from judging.models import JobKind, JobPhase, JobState, JudgeJob
 from judging.services import conduct, outcomes
 from judging.timing import lease_ttl, ms_between, now_under_locks
@@ -49,10 +50,10 @@ def lease_renew(*, identity: NodeIdentity, items: list[RenewItem], now) -> list[
     # post is answered, and the two cross on the wire).
     telling = []
     with transaction.atomic(durable=True):
-        node = lock_node(identity.node_id, shared=True)
+        node, jobs = lock_together(node_row(identity.node_id, shared=True),
+                                   job_rows(sorted({i.job_id for i in items})))
         check_node_identity(node, identity)
         until = now + lease_ttl()
-        jobs = lock_jobs(sorted({i.job_id for i in items}))
         checked_at = now_under_locks(now)
         # Each item is answered on its own, even when a job id repeats with another epoch:
         # only the item that names the live lease renews it.

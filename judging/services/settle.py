@@ -12,8 +12,8 @@ from django.db import transaction
 from judging import hooks
 from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
-from judging.locking import lock_host_group, lock_jobs, lock_node, lock_submission, save_locked, \
-    save_locked_together
+from judging.locking import host_group_row, job_rows, lock_jobs, lock_together, node_row, save_locked, \
+    save_locked_together, submission_row
 from judging.models import VERDICTS, JobKind, JobState, Verdict
 from judging.selectors import ready_nodes
 from judging.services import conduct, job_meta, outcomes
@@ -197,21 +197,27 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
     claims = bool(claim_slots) and meta.kind == JobKind.JUDGE and request.outcome != RELEASED
     replacing = replacing and claims
     group_id = (identity.host_group_id or node_host_group_id(identity.node_id)) if claims else None
+    # A diagnostic result writes the node's self-check, an INFRA_ERROR the node's run of
+    # errors (`conduct`), and a claim counts its slots: all need the node exclusively.
+    infra = request.outcome == INFRA_ERROR and meta.kind == JobKind.JUDGE
+    node_shared = replacing or (group_id is None and meta.kind != JobKind.DIAGNOSTIC and not infra)
     with transaction.atomic(durable=True):
-        group = lock_host_group(group_id, shared=replacing) if group_id is not None else None
-        # A diagnostic result writes the node's self-check, an INFRA_ERROR the node's run of
-        # errors (`conduct`), and a claim counts its slots: all need the node exclusively.
-        infra = request.outcome == INFRA_ERROR and meta.kind == JobKind.JUDGE
-        node = lock_node(identity.node_id,
-                         shared=replacing or (group is None and meta.kind != JobKind.DIAGNOSTIC and not infra))
-        check_node_identity(node, identity)
-        submission = None
+        # Every lock's key is known up front, so they go to the server together, except an
+        # error's: one that quarantines the node refunds the other jobs of its run, which
+        # the node row names, locked with this one in one ascending acquisition.
+        locks = [host_group_row(group_id, shared=replacing)] if group_id is not None else []
+        locks.append(node_row(identity.node_id, shared=node_shared))
         if meta.kind == JobKind.JUDGE:
-            submission = lock_submission(meta.submission_type, meta.submission_id, names=_SETTLE_READS)
-        # An error that quarantines the node refunds the other jobs of its run: locked with
-        # this one, in one ascending acquisition.
+            locks.append(submission_row(meta.submission_type, meta.submission_id, names=_SETTLE_READS))
+        if not infra:
+            locks.append(job_rows([request.job_id]))
+        taken = lock_together(*locks)
+        group = taken.pop(0) if group_id is not None else None
+        node = taken.pop(0)
+        check_node_identity(node, identity)
+        submission = taken.pop(0) if meta.kind == JobKind.JUDGE else None
         others = lock_jobs([request.job_id, *conduct.refund_candidates(node, request.job_id)]) if infra \
-            else lock_jobs([request.job_id])
+            else taken.pop(0)
         job = others.pop(request.job_id, None)
         if job is None:
             raise LeaseLost("No such job for this node.")

@@ -1,5 +1,6 @@
-"""Django's MySQL/MariaDB backend, with transactions opened in one round trip (`base`), and
-`unbounded` for the work whose statements may outlast the read and write timeouts."""
+"""Django's MySQL/MariaDB backend, with a transaction's statements sent together where no
+answer is awaited (`base`, `pipeline`), and `unbounded` for the work whose statements may
+outlast the read and write timeouts."""
 
 import contextlib
 

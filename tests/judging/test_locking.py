@@ -10,7 +10,7 @@ from django.db import transaction
 from judging.locking import (
     LockOrderViolation, lock_exam_participant, lock_host_group, lock_job, lock_jobs, lock_node, lock_submission,
 )
-from judging.models import ExamParticipant
+from judging.models import ExamParticipant, JudgeJob
 from tests.factories import UserFactory, make_exam, make_node, make_problem
 from tests.judging.helpers import submit
 
@@ -109,7 +109,8 @@ def test_job_rows_are_updated_only_after_they_are_locked(rows):
             update_locked_jobs([submission.current_judge_job_id], error="x")
     with transaction.atomic():
         lock_job(submission.current_judge_job_id)
-        assert update_locked_jobs([submission.current_judge_job_id], error="x") == 1
+        update_locked_jobs([submission.current_judge_job_id], error="x")
+    assert JudgeJob.objects.get(pk=submission.current_judge_job_id).error == "x"
 
 
 def test_locked_rows_are_written_as_save_would_and_only_once_locked(rows):
@@ -130,8 +131,8 @@ def test_locked_rows_are_written_as_save_would_and_only_once_locked(rows):
         save_locked(locked, ["verdict", "cases"])
         job.error, job.result = "boom", {"outcome": "JUDGED"}
         save_locked(job, ["error", "result", "updated_at"])
-        assert update_locked_jobs([job_id], increment=("attempts",), wait_reason="x") == 1
-        assert update_locked_jobs([]) == 0
+        update_locked_jobs([job_id], increment=("attempts",), wait_reason="x")
+        update_locked_jobs([])
     stored = Submission.objects.get(pk=submission.pk)
     assert (stored.verdict, stored.cases) == ("WA", [{"ordinal": 1, "verdict": "WA"}])
     job = JudgeJob.objects.get(pk=job_id)
