@@ -11,7 +11,7 @@ from judging.models import JobAttempt, JudgeJob
 from kece.rows import insert_values, update_by_pk
 from nodes.models import JudgeNode
 from bench._django import count_round_trips
-from tests.judging.helpers import submit
+from tests.judging.helpers import claim, judged, submit
 from tests.factories import UserFactory, make_node, make_problem
 from tests.test_mysql_backend import _locked_elsewhere, _name_elsewhere, _status
 
@@ -108,3 +108,28 @@ def test_locks_taken_together_are_one_round_trip_and_held_until_the_commit(round
         assert locked.name == node.name and jobs[job_id].state == JudgeJob.objects.get(pk=job_id).state
         assert _locked_elsewhere(node.pk)
     assert not _locked_elsewhere(node.pk)
+
+
+def test_a_judged_result_that_asks_for_the_next_job_makes_four_round_trips(round_trips):
+    """The hottest transaction: its four locks (host group, node, submission, job) in one
+    round trip; its writes with the count of running jobs; the claim's pick; the lease
+    with the COMMIT. (The node's host group comes with its identity, as authenticated.)"""
+    from dataclasses import replace
+
+    from django.utils import timezone
+
+    from judging.services.settle import job_settle_and_claim
+
+    node, identity = make_node(pool="python")
+    identity = replace(identity, host_group_id=node.host_group_id)
+    student, problem = UserFactory(), make_problem(languages=("python",))
+    submit(student, problem)
+    [job] = claim(identity)
+    waiting = submit(student, problem).current_judge_job_id
+    round_trips.clear()
+    status, carried = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(),
+                                           free_slots=1)
+    assert (status, [j.pk for j in carried.jobs]) == ("settled", [waiting])
+    assert len(round_trips) == 4
+    assert round_trips[0].count(b"SELECT") == 4 and round_trips[-1].endswith(b"; COMMIT")
+    assert JudgeJob.objects.get(pk=waiting).node_id == identity.node_id
