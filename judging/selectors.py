@@ -184,12 +184,9 @@ def artifact_for_lease(*, identity, job_id: int, lease_epoch: int, digest: str, 
     return artifacts.path_for(digest)
 
 
-def submitted_sources(jobs) -> dict[int, str]:
-    """Each job's source that is its submission's code (the text whose UTF-8 bytes its digest
-    names), read from the submission rows (one statement per kind of submission), by job id.
-    A job whose source is not its submission's code (a diagnostic's, in the content store) is
-    left out."""
-    from judging import artifacts
+def _source_reads(jobs) -> list[tuple]:
+    """What reads the sources of `jobs` that are their submissions' code: per kind of
+    submission, ((job, digest) pairs, the shape read, its SELECT, its ids)."""
     from judging.models import SUBMISSION_MODELS
     from kece.rows import shape
 
@@ -198,18 +195,50 @@ def submitted_sources(jobs) -> dict[int, str]:
         digest = ((job.snapshot or {}).get("source") or {}).get("digest")
         if digest and job.submission_type in SUBMISSION_MODELS:
             wanted[job.submission_type].append((job, digest))
-    found = {}
+    reads = []
     for submission_type, pairs in wanted.items():
         code_shape = shape(SUBMISSION_MODELS[submission_type], ("id", "code"))
         ids = sorted({job.submission_id for job, _ in pairs})
-        codes = {row.pk: row.code for row in code_shape.load(
-            f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE {code_shape.pk_column}"
-            f" IN ({', '.join(['%s'] * len(ids))})", ids)}
+        reads.append((pairs, code_shape, f"SELECT {code_shape.columns} FROM {code_shape.table} WHERE"
+                                         f" {code_shape.pk_column} IN ({', '.join(['%s'] * len(ids))})", ids))
+    return reads
+
+
+def _sources_found(reads, rows_each) -> dict[int, str]:
+    """Each job's code that matches its source's digest, by job id."""
+    from judging import artifacts
+
+    found = {}
+    for (pairs, code_shape, _, _), rows in zip(reads, rows_each):
+        codes = {row.pk: row.code for row in map(code_shape.build, rows)}
         for job, digest in pairs:
             code = codes.get(job.submission_id)
             if code is not None and artifacts.sha256_hex(code.encode("utf-8")) == digest:
                 found[job.pk] = code
     return found
+
+
+def submitted_sources(jobs) -> dict[int, str]:
+    """Each job's source that is its submission's code (the text whose UTF-8 bytes its digest
+    names), read from the submission rows (one statement per kind of submission), by job id.
+    A job whose source is not its submission's code (a diagnostic's, in the content store) is
+    left out."""
+    from kece.rows import fetch_each
+
+    reads = _source_reads(jobs)
+    return _sources_found(reads, fetch_each([(sql, ids) for _, _, sql, ids in reads]))
+
+
+def sources_with_commit(jobs):
+    """Inside the transaction that leases `jobs`: their sources that may go with the claim's
+    answer (`submitted_sources`, those that could fit), read with the transaction's COMMIT
+    instead of in a round trip of their own after it (`kece.rows.read_later`). Returns what
+    to call, once committed, for them by job id."""
+    from kece.rows import read_later
+
+    reads = _source_reads(_could_fit(jobs))
+    sinks = [read_later(sql, ids) for _, _, sql, ids in reads]
+    return lambda: _sources_found(reads, sinks)
 
 
 # The most bytes of sources one claim answer carries, as sent (JSON-escaped): a batch of
@@ -218,27 +247,34 @@ def submitted_sources(jobs) -> dict[int, str]:
 INLINE_SOURCES_MAX_BYTES = 4 << 20
 
 
-def job_payloads(jobs, *, now, inline_source: bool = False) -> list[dict]:
-    """The claim response items for leased jobs; with `inline_source`, each whose source is its
-    submission's code carries that code as `sourceText`, and the node need not download it,
-    up to `INLINE_SOURCES_MAX_BYTES` in all. The leases are committed already: if the codes
-    cannot be read, the jobs go without them (the node downloads the sources) rather than not
-    at all."""
-    payloads = [job_payload(job, now=now) for job in jobs]
-    if not (inline_source and jobs):
-        return payloads
-    # Only sources that could fit are read; what they take once escaped decides.
+def _could_fit(jobs) -> list:
+    """The jobs whose sources are read to go with them: those that could fit, by what their
+    sources take unescaped (what they take escaped decides)."""
     fitting, planned = [], 0
-    for job, payload in zip(jobs, payloads):
-        size = (payload["source"] or {}).get("bytes") or 0
+    for job in jobs:
+        size = ((job.snapshot or {}).get("source") or {}).get("bytes") or 0
         if planned + size <= INLINE_SOURCES_MAX_BYTES:
             fitting.append(job)
             planned += size
-    try:
-        sources = submitted_sources(fitting)
-    except DatabaseError:
-        logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
+    return fitting
+
+
+def job_payloads(jobs, *, now, inline_source: bool = False, sources: dict | None = None) -> list[dict]:
+    """The claim response items for leased jobs; with `inline_source`, each whose source is its
+    submission's code carries that code as `sourceText`, and the node need not download it,
+    up to `INLINE_SOURCES_MAX_BYTES` in all. `sources`: those codes, read with the leases'
+    COMMIT (`sources_with_commit`); else they are read now. The leases are committed
+    already: if the codes cannot be read now, the jobs go without them (the node downloads
+    the sources) rather than not at all."""
+    payloads = [job_payload(job, now=now) for job in jobs]
+    if not (inline_source and jobs):
         return payloads
+    if sources is None:
+        try:
+            sources = submitted_sources(_could_fit(jobs))
+        except DatabaseError:
+            logger.warning("sources not sent with the jobs", exc_info=True, extra={"jobs": [job.pk for job in jobs]})
+            return payloads
     budget = INLINE_SOURCES_MAX_BYTES
     for job, payload in zip(jobs, payloads):
         if job.pk in sources and (size := len(json.dumps(sources[job.pk]))) <= budget:

@@ -96,21 +96,26 @@ def write(connection, sql: str, params) -> None:
         cursor.execute(sql, params)
 
 
+def read_later(sql: str, params, connection=None) -> list:
+    """The rows of `sql`, read with the transaction's next statement that awaits an answer, or
+    its COMMIT (`kece.mysql.pipeline`): the list is filled then. Elsewhere they are read now."""
+    connection = connection or database()
+    defer = getattr(connection, "defer", None)
+    if defer is not None:
+        return defer(sql, params, rows=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
 def fetch_each(statements: list, connection=None) -> list[list]:
     """The rows of each of `statements` (`(sql, params)` pairs), run in order: inside a
     transaction on MariaDB, in one round trip."""
     connection = connection or database()
-    defer = getattr(connection, "defer", None)
-    if defer is None:
-        found = []
-        for sql, params in statements:
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                found.append(list(cursor.fetchall()))
-        return found
-    sinks = [defer(sql, params, rows=True) for sql, params in statements]
-    connection.flush()
-    return sinks
+    found = [read_later(sql, params, connection) for sql, params in statements]
+    if hasattr(connection, "flush"):
+        connection.flush()
+    return found
 
 
 def _insert_sql(connection, meta, fields, count: int) -> str:

@@ -110,10 +110,11 @@ def test_locks_taken_together_are_one_round_trip_and_held_until_the_commit(round
     assert not _locked_elsewhere(node.pk)
 
 
-def test_a_judged_result_that_asks_for_the_next_job_makes_four_round_trips(round_trips):
+def test_a_judged_result_that_asks_for_the_next_job_and_its_source_makes_four_round_trips(round_trips):
     """The hottest transaction: its four locks (host group, node, submission, job) in one
-    round trip; its writes with the count of running jobs; the claim's pick; the lease
-    with the COMMIT. (The node's host group comes with its identity, as authenticated.)"""
+    round trip; its writes with the count of running jobs; the claim's pick; the lease and
+    the next job's source with the COMMIT. (The node's host group comes with its identity,
+    as authenticated.)"""
     from dataclasses import replace
 
     from django.utils import timezone
@@ -125,11 +126,12 @@ def test_a_judged_result_that_asks_for_the_next_job_makes_four_round_trips(round
     student, problem = UserFactory(), make_problem(languages=("python",))
     submit(student, problem)
     [job] = claim(identity)
-    waiting = submit(student, problem).current_judge_job_id
+    waiting = submit(student, problem, code="print('next')\n").current_judge_job_id
     round_trips.clear()
     status, carried = job_settle_and_claim(identity=identity, request=judged(job), now=timezone.now(),
-                                           free_slots=1)
+                                           free_slots=1, with_sources=True)
     assert (status, [j.pk for j in carried.jobs]) == ("settled", [waiting])
+    assert carried.sources_read() == {waiting: "print('next')\n"}
     assert len(round_trips) == 4
     assert round_trips[0].count(b"SELECT") == 4 and round_trips[-1].endswith(b"; COMMIT")
     assert JudgeJob.objects.get(pk=waiting).node_id == identity.node_id

@@ -39,8 +39,9 @@ logger = logging.getLogger("kece.claim_api")
 def claim_payload(identity, free_slots, *, inline_source: bool = False):
     """One claim transaction; returns ready-to-send job dicts (no lazy loads in async)."""
     now = timezone.now()
-    result = job_claim(identity=identity, free_slots=free_slots, now=now)
-    return job_payloads(result.jobs, now=now, inline_source=inline_source), result.desired_state, result.reason
+    result = job_claim(identity=identity, free_slots=free_slots, now=now, with_sources=inline_source)
+    return (job_payloads(result.jobs, now=now, inline_source=inline_source, sources=result.sources_read()),
+            result.desired_state, result.reason)
 
 
 async def _authenticate(authorization: str, session_header):

@@ -51,10 +51,11 @@ def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int,
     claim, an accepted result stands (a node moved to another host group meanwhile
     claims on its own, without waiting)."""
     now = timezone.now()
-    status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots)
+    status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots,
+                                         with_sources=inline_source)
     if claim is not None:
-        return {"status": status, "jobs": job_payloads(claim.jobs, now=now, inline_source=inline_source),
-                "desiredState": claim.desired_state}
+        jobs = job_payloads(claim.jobs, now=now, inline_source=inline_source, sources=claim.sources_read())
+        return {"status": status, "jobs": jobs, "desiredState": claim.desired_state}
     try:
         jobs, desired_state, _reason = claim_payload(identity, free_slots, inline_source=inline_source)
     except DomainError as error:

@@ -9,6 +9,7 @@ from judging.clock import require_agreeing_clock
 from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import claim_queued_jobs, host_group_row, lock_together, node_row, update_locked_jobs
 from judging.models import JobKind, JobState, JudgeJob
+from judging.selectors import sources_with_commit
 from judging.services import job_meta
 from judging.timing import claim_wait, lease_ttl, offline_after
 import kece.metrics as metrics
@@ -25,6 +26,11 @@ class ClaimResult:
     # Why nothing was leased, for logs and tests: "", "no_free_slots", "stale_heartbeat",
     # "node_full", "group_full", "not_enabled", "not_ready", "empty", "not_after_this_result".
     reason: str = ""
+    # With sources asked for: what gives the jobs' sources once committed (by job id).
+    sources: object = None
+
+    def sources_read(self) -> dict | None:
+        return self.sources() if self.sources is not None else None
 
 
 def _claimable(node, *, now, judge_jobs_allowed: bool) -> tuple[str, list]:
@@ -72,7 +78,7 @@ def node_host_group_id(node_id: int) -> int | None:
     return JudgeNode.objects.filter(pk=node_id).values_list("host_group_id", flat=True).first()
 
 
-def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
+def job_claim(*, identity: NodeIdentity, free_slots: int, now, with_sources: bool = False) -> ClaimResult:
     """Lease up to `free_slots` jobs to the node.
 
     1. Find the node's host group (the identity's hint, else a read without locks), then
@@ -84,6 +90,7 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
     4. SKIP LOCKED select of the pool's due jobs by (claim_key, id) — class first, with
        aging (`judging.priority`) — then one UPDATE that
        writes owner, session, lease epoch + 1, deadline and attempts + 1.
+    5. `with_sources`: the jobs' sources are read with the COMMIT (`sources_with_commit`).
     Nodes that may not judge (not ENABLED, unhealthy, not verified for what they run now)
     get only the diagnostic jobs bound to them.
     """
@@ -101,6 +108,8 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now) -> ClaimResult:
                 continue
             check_node_identity(node, identity)
             result = claim_locked(node, group, free_slots=free_slots, now=now)
+            if with_sources and result.jobs:
+                result.sources = sources_with_commit(result.jobs)
         record_claim(node.pool, result, now=now)
         return result
     raise Unauthenticated("The node is being reconfigured; retry.")

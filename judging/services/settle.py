@@ -15,7 +15,7 @@ from judging.identity import NodeIdentity, check_node_identity
 from judging.locking import host_group_row, job_rows, lock_jobs, lock_together, node_row, save_locked, \
     save_locked_together, submission_row
 from judging.models import VERDICTS, JobKind, JobState, Verdict
-from judging.selectors import ready_nodes
+from judging.selectors import ready_nodes, sources_with_commit
 from judging.services import conduct, job_meta, outcomes
 from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
 from judging.services.leases import was_leased_to
@@ -111,7 +111,7 @@ def job_settle(*, identity: NodeIdentity, request: SettleRequest, now) -> str:
        events in this same transaction.
     """
     require_agreeing_clock()
-    status, _ = _settle(identity, request, now=now, claim_slots=None)
+    status, _ = _settle(identity, request, now=now, claim_slots=None, with_sources=False)
     return status
 
 
@@ -127,8 +127,8 @@ def _counting_refusals(function):
     return wrapper
 
 
-def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
-                         free_slots: int) -> tuple[str, ClaimResult | None]:
+def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now, free_slots: int,
+                         with_sources: bool = False) -> tuple[str, ClaimResult | None]:
     """`job_settle`, then lease up to `free_slots` jobs to the node in the same transaction:
     the claim a result post may carry. The host group and the node are locked first, as a
     claim needs them: shared for a one-for-one replacement (`_settle_once`), else
@@ -141,9 +141,10 @@ def job_settle_and_claim(*, identity: NodeIdentity, request: SettleRequest, now,
     was lost) first gets back the jobs that answer held, if the node has not renewed them
     (`carried_jobs`), and leases only for the slots asked beyond them. The claim is None
     (not attempted) only if the node's host group is not the one it authenticated with:
-    the caller claims on its own then."""
+    the caller claims on its own then. `with_sources`: the jobs' sources are read with the
+    COMMIT, as a claim's may be (`job_claim`)."""
     require_agreeing_clock()
-    return _settle(identity, request, now=now, claim_slots=free_slots)
+    return _settle(identity, request, now=now, claim_slots=free_slots, with_sources=with_sources)
 
 
 class _StaleMeta(Exception):
@@ -155,7 +156,7 @@ class _NotAReplacement(Exception):
 
 
 @_counting_refusals
-def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None):
+def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, with_sources: bool):
     if request.outcome not in OUTCOMES:
         raise Invalid("outcome must be JUDGED, INFRA_ERROR or RELEASED", fields={"outcome": ["unknown outcome"]})
     digest = request.digest()
@@ -166,7 +167,7 @@ def _settle(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots:
     while True:
         try:
             return _settle_once(identity, request, now=now, claim_slots=claim_slots, digest=digest, fresh=fresh,
-                                replacing=replacing)
+                                replacing=replacing, with_sources=with_sources)
         except _StaleMeta:
             if fresh:
                 raise
@@ -183,7 +184,7 @@ _SETTLE_READS = ("id", "user_id", "problem_id", "lesson_practice_id", "exam_id",
 
 
 def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_slots: int | None, digest: str,
-                 fresh: bool, replacing: bool):
+                 fresh: bool, replacing: bool, with_sources: bool):
     """One attempt. `replacing`: take the host group and the node in SHARE mode, so that the
     result posts of one group do not queue behind each other. That holds only when the post
     frees a slot this node holds in this group (a RUNNING job of the node, counted in the
@@ -242,6 +243,8 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
                                  now=now_under_locks(now)) if status == "duplicate" else []
             claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk)
             claim.jobs = again + claim.jobs
+            if with_sources and claim.jobs:
+                claim.sources = sources_with_commit(claim.jobs)
             if again:
                 logger.info("carried jobs sent again", extra={"job": job.pk, "node": node.pk,
                                                               "jobs": [j.pk for j in again]})

@@ -1,10 +1,15 @@
 """A claim that asks for its jobs' sources (`inlineSource`) gets each job's submitted code,
-and only code whose bytes are the ones the job's digest names; the leases reach the node
-even when the codes cannot be read."""
+and only code whose bytes are the ones the job's digest names. The codes are read with the
+leases' COMMIT: if that read fails, nothing is leased and the jobs wait for the next claim;
+codes read after a commit that cannot be read leave the leases as they are."""
 
+import pytest
 from django.db import DatabaseError
+from django.utils import timezone
 
 from judging.api.claim import claim_payload
+from judging.selectors import job_payloads
+from judging.services.claim import job_claim
 from judging.models import JobState, JudgeJob, Submission
 from tests.judging.helpers import submit
 
@@ -39,16 +44,40 @@ def test_code_that_no_longer_matches_its_digest_is_not_sent(student, problem, no
     assert "sourceText" not in job and job["source"]["bytes"] == len("print(1)")
 
 
-def test_the_leases_go_out_without_the_codes_if_they_cannot_be_read(student, problem, node_a, monkeypatch):
+def test_codes_read_after_the_commit_that_cannot_be_read_leave_the_leases_to_go_out_without_them(
+        student, problem, node_a, monkeypatch):
     import judging.selectors
 
     _, identity = node_a
     submit(student, problem)
+    now = timezone.now()
+    [leased] = job_claim(identity=identity, free_slots=1, now=now).jobs
 
     def unreadable(jobs):
         raise DatabaseError("lost connection")
 
     monkeypatch.setattr(judging.selectors, "submitted_sources", unreadable)
-    [job], _, _ = claim_payload(identity, 1, inline_source=True)
+    [job] = job_payloads([leased], now=now, inline_source=True)
     assert "sourceText" not in job
     assert JudgeJob.objects.get(pk=job["jobId"]).state == JobState.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_whose_codes_cannot_be_read_with_its_commit_leases_nothing(student, problem, node_a, monkeypatch):
+    import judging.selectors
+
+    _, identity = node_a
+    queued = submit(student, problem).current_judge_job_id
+    reads = judging.selectors._source_reads
+
+    def failing(jobs):
+        return [(pairs, shape, sql.replace("SELECT", "SELECT no_such_column,", 1), ids)
+                for pairs, shape, sql, ids in reads(jobs)]
+
+    monkeypatch.setattr(judging.selectors, "_source_reads", failing)
+    with pytest.raises(DatabaseError):
+        claim_payload(identity, 1, inline_source=True)
+    assert JudgeJob.objects.get(pk=queued).state == JobState.QUEUED
+    monkeypatch.setattr(judging.selectors, "_source_reads", reads)
+    [job], _, _ = claim_payload(identity, 1, inline_source=True)
+    assert job["jobId"] == queued and job["sourceText"] == "print(1)"
