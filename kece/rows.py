@@ -113,9 +113,15 @@ def fetch_each(statements: list, connection=None) -> list[list]:
     transaction on MariaDB, in one round trip."""
     connection = connection or database()
     found = [read_later(sql, params, connection) for sql, params in statements]
+    flush(connection)
+    return found
+
+
+def flush(connection=None) -> None:
+    """Send what this transaction has deferred, now: where its failure should be raised."""
+    connection = connection or database()
     if hasattr(connection, "flush"):
         connection.flush()
-    return found
 
 
 def _insert_sql(connection, meta, fields, count: int) -> str:

@@ -46,10 +46,10 @@ def test_writes_go_with_the_next_read_and_the_commit_with_the_last_writes(round_
         # The read sees both writes, in the order given.
         assert JudgeNode.objects.get(pk=node.pk).name == "second"
         assert len(round_trips) == 1
-        assert round_trips[0].startswith(b"START TRANSACTION; UPDATE")
+        assert round_trips[0].startswith(b"START TRANSACTION;\nUPDATE")
         update_by_pk(JudgeNode, [node.pk], {"name": "third"})
         assert _name_elsewhere(node.pk) == node.name  # not committed, not even sent
-    assert len(round_trips) == 2 and round_trips[1].endswith(b"; COMMIT")
+    assert len(round_trips) == 2 and round_trips[1].endswith(b";\nCOMMIT")
     assert _name_elsewhere(node.pk) == "third"
 
 
@@ -133,5 +133,22 @@ def test_a_judged_result_that_asks_for_the_next_job_and_its_source_makes_four_ro
     assert (status, [j.pk for j in carried.jobs]) == ("settled", [waiting])
     assert carried.sources_read() == {waiting: "print('next')\n"}
     assert len(round_trips) == 4
-    assert round_trips[0].count(b"SELECT") == 4 and round_trips[-1].endswith(b"; COMMIT")
+    assert round_trips[0].count(b"SELECT") == 4 and round_trips[-1].endswith(b";\nCOMMIT")
     assert JudgeJob.objects.get(pk=waiting).node_id == identity.node_id
+
+
+def test_writes_given_after_a_savepoint_that_is_rolled_back_are_never_sent(round_trips):
+    node, _ = make_node()
+    problem = make_problem(languages=("python",))
+    job_id = submit(UserFactory(), problem).current_judge_job_id
+    insert_values(JobAttempt, [_attempt(job_id, 1)])
+    round_trips.clear()
+    with transaction.atomic():
+        update_by_pk(JudgeNode, [node.pk], {"name": "kept"})
+        with pytest.raises(RuntimeError):
+            with transaction.atomic():
+                update_by_pk(JudgeNode, [node.pk], {"name": "undone"})
+                insert_values(JobAttempt, [_attempt(job_id, 1)])  # would be refused, if sent
+                raise RuntimeError
+    assert not any(b"INSERT INTO `judge_job_attempt`" in sent for sent in round_trips)
+    assert _name_elsewhere(node.pk) == "kept"

@@ -47,9 +47,10 @@ def _settle_request(job_id: int, data: dict) -> SettleRequest:
 
 
 def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int, inline_source: bool) -> dict:
-    """Settle and lease the carried claim in one transaction. Whatever happens to the
-    claim, an accepted result stands (a node moved to another host group meanwhile
-    claims on its own, without waiting)."""
+    """Settle and lease the carried claim in one transaction. Whatever the claim finds, an
+    accepted result stands (a node moved to another host group meanwhile claims on its
+    own, without waiting); a database failure, the sources' read with the COMMIT included,
+    leaves neither, and the node posts again."""
     now = timezone.now()
     status, claim = job_settle_and_claim(identity=identity, request=request, now=now, free_slots=free_slots,
                                          with_sources=inline_source)

@@ -153,9 +153,9 @@ def _write_missing_events(job_ids: list, *, now) -> int:
                         or SettlementEvent.objects.filter(job_id=job.pk).exists():
                     continue  # changed since the check: nothing to mend
                 outcomes.write_events(job, submission, now=now)
-                written += 1
         except IntegrityError:
-            continue  # written meanwhile (unique per job and type)
+            continue  # written meanwhile (unique per job and type); refused at the latest by the COMMIT
+        written += 1
     return written
 
 

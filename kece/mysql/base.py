@@ -29,7 +29,6 @@ the reaper would pass those jobs by all that time.
 """
 
 from django.db.backends.mysql import base
-from MySQLdb.constants import CLIENT
 
 from kece.mysql.pipeline import Pending, PipelinedCursor, send
 
@@ -48,9 +47,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_connection_params(self):
         params = super().get_connection_params()
-        # Several statements in one packet (`kece.mysql.pipeline`). Every statement is
-        # bound by the client library as before; none is built from text a user gave.
-        params["client_flag"] = params.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
+        # Several statements in one packet (`kece.mysql.pipeline`): mysqlclient's default,
+        # kept whatever it becomes. Every statement is bound by the client library as
+        # before; none is built from text a user gave.
+        params["multi_statements"] = True
         if not self.statement_timeouts:
             for option in STATEMENT_TIMEOUTS:
                 params.pop(option, None)
@@ -93,6 +93,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _start_transaction_under_autocommit(self):
         self.pending.begin()  # sent with the transaction's first statement
+
+    def _set_autocommit(self, autocommit):
+        self.flush()  # nothing deferred outlives the transaction it was given in
+        super()._set_autocommit(autocommit)
+
+    def _savepoint_rollback(self, sid):
+        self.pending.discard()  # given after the savepoint: undone, so never sent
+        super()._savepoint_rollback(sid)
 
     def _commit(self):
         pending = self.pending

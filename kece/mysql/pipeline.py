@@ -53,6 +53,12 @@ class Pending:
         self.statements = []
         self.begun = False
 
+    def discard(self) -> None:
+        """Drop what is not sent yet, in a transaction that goes on (a rollback to a
+        savepoint: everything not sent was given after it, since a SAVEPOINT is sent with
+        what came before it)."""
+        self.statements = [] if self.begun else self.statements[:1]
+
 
 def _translated(error):
     # As Django's CursorWrapper does: some constraint failures come as OperationalError.
@@ -77,12 +83,13 @@ def send(cursor, statements: list[tuple[bytes, list | None]], last: bytes | None
     if last is not None:
         texts.append(last)
     try:
-        cursor.execute(b"; ".join(texts))  # no parameters: bound already, nothing is interpolated
+        # A line each: a statement that ended in a comment would otherwise swallow the rest.
+        cursor.execute(b";\n".join(texts))  # no parameters: bound already, nothing is interpolated
         for index, (_, rows) in enumerate(statements):
             if rows is not None:
                 rows.extend(cursor.fetchall())
-            if index < len(texts) - 1:
-                cursor.nextset()
+            if index < len(texts) - 1 and cursor.nextset() is None:
+                raise base.Database.InterfaceError(f"the server answered {index + 1} of {len(texts)} statements")
     except base.Database.OperationalError as error:
         raise _translated(error) from None
 
