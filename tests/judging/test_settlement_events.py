@@ -208,3 +208,36 @@ def test_concurrent_dispatchers_apply_each_event_once():
     assert set(SettlementEvent.objects.values_list("attempts", flat=True)) == {1}
     assert FirstAccepted.objects.count() == 1
     assert ProblemResult.objects.get().attempts == 40
+
+
+@pytest.mark.django_db
+def test_a_handler_whose_last_write_fails_has_the_failure_recorded_on_its_own_event(student, problem, node_a,
+                                                                                     monkeypatch):
+    """A handler's writes are sent with the database's next statement: its failure must
+    still be caught with that handler, not with the next kind's events."""
+    from kece.rows import insert_values
+
+    _, identity = node_a
+    submit(student, problem, lesson_practice_id=make_practice(problem).pk)
+    job = _judge(identity)
+    called = []
+
+    def wrapped(kind, real):
+        def handler(payloads):
+            real(payloads)
+            called.append(kind)
+            if len(called) == 1:  # the first kind's last write: a second copy of its own event
+                now = timezone.now()
+                insert_values(SettlementEvent, [{"job_id": job.pk, "event_type": kind, "payload": {},
+                                                 "next_attempt_at": now, "created_at": now}])
+        return handler
+
+    for kind, real in list(events.HANDLERS.items()):
+        monkeypatch.setitem(events.HANDLERS, kind, wrapped(kind, real))
+    events_dispatch(now=timezone.now())
+    failing = called[0]
+    states = {event.event_type: (event.state, bool(event.last_error))
+              for event in SettlementEvent.objects.filter(job_id=job.pk)}
+    assert len(states) == 2
+    assert states.pop(failing) == (EventState.PENDING, True)
+    assert list(states.values()) == [(EventState.DONE, False)]
