@@ -413,6 +413,29 @@ def _worker_consuming(host: str) -> bool:
     return any(c.get("cmd") == "brpop" and c.get("addr", "").startswith(address("worker") + ":") for c in clients)
 
 
+def _console_links(host: str) -> str:
+    """What the console's chain holds on the Redis at `host`, for a failure's report: the
+    keys of the watch mark, the step's digests and the console group (with their time to
+    live or members), and which hosts wait there for channel messages (BZPOPMIN)."""
+    import redis
+
+    try:
+        server = redis.Redis(host=address(host), socket_timeout=1, socket_connect_timeout=1)
+        found = []
+        for db in server.info("keyspace"):
+            data = redis.Redis(host=address(host), db=int(db[2:]), socket_timeout=1, socket_connect_timeout=1)
+            for key in data.scan_iter(match="*console*", count=1000):
+                kind = data.type(key).decode()
+                size = data.zcard(key) if kind == "zset" else None
+                found.append(f"{db}/{key.decode()} ({kind}, ttl {data.ttl(key)}"
+                             f"{'' if size is None else f', {size} members'})")
+        waiting = sorted({c.get("addr", "").rsplit(":", 1)[0] for c in server.client_list()
+                          if c.get("cmd") == "bzpopmin"})
+        return f"keys: {', '.join(found) or 'none'}; waiting for channel messages: {', '.join(waiting) or 'none'}"
+    except Exception as error:
+        return f"unreadable ({type(error).__name__}: {error})"
+
+
 class ConsoleWatcher:
     """An admin's console page: its live WebSocket through `lb`, reconnecting when the socket
     closes or stays silent past `silentAfterMs` as the page does (`static/kece/console.js`),
@@ -551,8 +574,14 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     shown = wait_for(lambda: console.first_change_after(after), "a console update after the failover", 15, notes)
     resumed = console.first_change_after(marks.get("promoted") or marks["killed"])
     outcome = finish(lab, "f", since, run)
-    # A watcher that heard nothing: where its thread is, before it is stopped.
+    # A watcher that heard nothing: where its thread is, before it is stopped, what it heard
+    # when, and what the console's chain holds on the new primary.
     stuck = console.where() if shown is None else []
+    if shown is None:
+        notes["console heard (s after the kill)"] = [(round(t - marks["killed"], 1), kind)
+                                                     for t, kind in console.messages]
+        notes["console connected (s after the kill)"] = [round(t - marks["killed"], 1) for t in console.connects]
+        notes["console on the new primary"] = _console_links("db2")
     console.stop()
     killed = marks["killed"]
     notes.update({
