@@ -143,15 +143,10 @@ def lock_together(*locks: RowLock) -> list:
     for lock in locks:
         _acquire(lock.rank, lock.keys)
     connection = database()
-    planned = [(lock, *_statement(lock, connection)) for lock in locks if lock.pks]
-    if len(planned) == 1:
-        [(lock, sql, keys, found)] = planned
-        fetched = [found.load(sql, keys, connection)]
-    else:
-        rows_each = fetch_each([(sql, keys) for _, sql, keys, _ in planned], connection)
-        fetched = [[found.build(row, connection) for row in rows]
-                   for (_, _, _, found), rows in zip(planned, rows_each)]
-    by_lock = iter(fetched)
+    planned = [_statement(lock, connection) for lock in locks if lock.pks]
+    rows_each = fetch_each([(sql, keys) for sql, keys, _ in planned], connection) if planned else []
+    by_lock = iter([found.build(row, connection) for row in rows]
+                   for (_, _, found), rows in zip(planned, rows_each))
     taken = []
     for lock in locks:
         rows = next(by_lock) if lock.pks else []

@@ -112,6 +112,11 @@ def fetch_each(statements: list, connection=None) -> list[list]:
     """The rows of each of `statements` (`(sql, params)` pairs), run in order: inside a
     transaction on MariaDB, in one round trip."""
     connection = connection or database()
+    if len(statements) == 1:  # one statement: sent as it is, with whatever waits to go
+        [(sql, params)] = statements
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [list(cursor.fetchall())]
     found = [read_later(sql, params, connection) for sql, params in statements]
     flush(connection)
     return found

@@ -1,6 +1,7 @@
 """claim: lease a batch of queued jobs of the node's pool, within node and host-group slots."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
@@ -27,7 +28,7 @@ class ClaimResult:
     # "node_full", "group_full", "not_enabled", "not_ready", "empty", "not_after_this_result".
     reason: str = ""
     # With sources asked for: what gives the jobs' sources once committed (by job id).
-    sources: object = None
+    sources: Callable[[], dict] | None = None
 
     def sources_read(self) -> dict | None:
         return self.sources() if self.sources is not None else None

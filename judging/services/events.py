@@ -27,7 +27,7 @@ from judging.models import (
     ProblemResult, SettlementEvent, Verdict,
 )
 from judging.services.outcomes import EXAM_SCORE, PRACTICE_BEST, PROBLEM_STATS
-from kece.rows import database, flush, insert_values, matching, shape, update_by_pk, update_rows
+from kece.rows import flush, insert_values, matching, shape, update_by_pk, update_rows
 
 logger = logging.getLogger("kece.events")
 
@@ -302,7 +302,7 @@ def _apply_chunk(chunk: list, *, now) -> list:
                 HANDLERS[kind]([payload for _, _, payload in entries])
                 # A handler's last writes are otherwise sent with the next kind's first
                 # statement, and their failure blamed on that kind's events.
-                flush(database())
+                flush()
             except Exception as exc:  # rolls the chunk back
                 if len(entries) == 1:
                     raise _HandlerFailed(entries[0][0], exc) from exc
