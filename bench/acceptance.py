@@ -371,6 +371,7 @@ async def kece_run(name, urls: Urls, plan, *, nodes_per_pool: dict, tokens, user
     async def scenario(timeline):
         if http:
             await asyncio.sleep(1.5)  # every node is waiting
+        posts_before = await asyncio.to_thread(server_post_seconds, urls.nodes)
         monitor = Monitor({**roots, "nodes": os.getpid()})
         monitor.start()
         if http:
@@ -389,13 +390,34 @@ async def kece_run(name, urls: Urls, plan, *, nodes_per_pool: dict, tokens, user
         while not all(j in timeline.done for j in job_ids):
             await asyncio.sleep(0.01)
         monitor.finish()
+        posts_after = await asyncio.to_thread(server_post_seconds, urls.nodes)
         classes, failed = await asyncio.to_thread(_job_facts, job_ids)
         run = Run(name, slots, job_ids, classes, start, arrivals, accept, refused, timeline, dict(ColdNode.records),
                   failed, monitor)
         run.makespan = max(timeline.done[j] for j in job_ids) - start
+        run.extra["server_posts"] = (posts_after[0] - posts_before[0], posts_after[1] - posts_before[1])
         return run
 
     return await dispatch.gather_nodes(urls.nodes, nodes, SLOTS, 0.2, scenario, node_class=ColdNode)
+
+
+RESULT_ROUTE_LABEL = 'route="api/v1/internal/judgers/jobs/<id:job_id>/result"'
+
+
+def server_post_seconds(nodes_url: str) -> tuple[float, int]:
+    """The node API's own time on result posts so far (sum of seconds, count), from its
+    request-duration histogram on `/metrics`: read before and after a run, the server's
+    share of what the slots spent posting."""
+    import requests
+
+    text = requests.get(f"{nodes_url}/metrics", timeout=30).text
+    found = {"sum": 0.0, "count": 0}
+    for line in text.splitlines():
+        if line.startswith("kece_http_request_duration_seconds_") and RESULT_ROUTE_LABEL in line:
+            kind = line.split("{", 1)[0].rsplit("_", 1)[1]
+            if kind in found:
+                found[kind] += float(line.rsplit(" ", 1)[1])
+    return found["sum"], int(found["count"])
 
 
 def _p95(values) -> str:
@@ -433,6 +455,11 @@ def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> No
                 print(f"    {cls}: {len(selected)} jobs, {figures(selected)}")
     if len(run.slots) == 1:
         print(f"    the slots' time, in parts of the ideal (they add up to the ratio): {slot_time(run)}")
+    seconds, count = run.extra.get("server_posts", (0.0, 0))
+    if count:
+        client = [t.done[j] - t.posted[j] for j in jobs]
+        print(f"    result posts: mean {1000 * statistics.mean(client):.1f} ms on the nodes, of which"
+              f" {1000 * seconds / count:.1f} ms in the node API's handler ({count} posts)")
     print(f"    processes: {run.monitor.line()}")
 
 

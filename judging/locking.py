@@ -135,23 +135,28 @@ def _statement(lock: RowLock, connection):
     return sql, keys, found
 
 
-def lock_together(*locks: RowLock) -> list:
+def lock_together(*locks: RowLock, reads=()) -> list:
     """Take `locks` in the order given, which must be the global order: what each would take
     alone (a row or None, a dict by key), with every statement sent in one round trip
     where the database allows (`kece.rows.fetch_each`): the server takes the locks one
-    after another, as it would have. An order violation raises before anything is sent."""
+    after another, as it would have. An order violation raises before anything is sent.
+
+    `reads`, statements `(sql, params)` that take no lock, go after the locks in the same
+    round trip, and so see what is committed once the locks are held: their rows follow
+    the locks' in the answer."""
     for lock in locks:
         _acquire(lock.rank, lock.keys)
     connection = database()
     planned = [_statement(lock, connection) for lock in locks if lock.pks]
-    rows_each = fetch_each([(sql, keys) for sql, keys, _ in planned], connection) if planned else []
+    statements = [(sql, keys) for sql, keys, _ in planned] + list(reads)
+    rows_each = fetch_each(statements, connection) if statements else []
     by_lock = iter([found.build(row, connection) for row in rows]
                    for (_, _, found), rows in zip(planned, rows_each))
     taken = []
     for lock in locks:
         rows = next(by_lock) if lock.pks else []
         taken.append((rows[0] if rows else None) if lock.one else {row.pk: row for row in rows})
-    return taken
+    return taken + rows_each[len(planned):]
 
 
 def _lock_by_pk(model, rank: Rank, pks, *, names: tuple | None = None) -> dict:

@@ -62,16 +62,25 @@ _RUNNING_COUNTS = (
 )
 
 
-def _running_counts(node, group) -> tuple[int, int]:
-    """RUNNING jobs of the node and of its host group, in one statement. Each count reads
-    only its own index range, (node_id, state) and (host_group_id, state): one count over
-    `node_id = … OR host_group_id = …` is planned as a walk over every RUNNING job of every
-    pool, or over the whole table once many jobs run. Expired-but-unreaped leases are still
-    RUNNING here and so still take their slot: the node may yet be judging them."""
-    with connection.cursor() as cursor:
-        cursor.execute(_RUNNING_COUNTS, [node.pk, JobState.RUNNING, group.pk, JobState.RUNNING])
-        node_running, group_running = cursor.fetchone()
+def running_counts_read(node_id: int, group_id: int) -> tuple[str, list]:
+    """The statement of RUNNING jobs of the node and of its host group, in one row. Each
+    count reads only its own index range, (node_id, state) and (host_group_id, state): one
+    count over `node_id = … OR host_group_id = …` is planned as a walk over every RUNNING job
+    of every pool, or over the whole table once many jobs run. Expired-but-unreaped leases
+    are still RUNNING here and so still take their slot: the node may yet be judging them."""
+    return _RUNNING_COUNTS, [node_id, JobState.RUNNING, group_id, JobState.RUNNING]
+
+
+def running_counts(rows) -> tuple[int, int]:
+    """(node, group) from the rows of `running_counts_read`."""
+    [(node_running, group_running)] = rows
     return node_running or 0, group_running or 0
+
+
+def _running_counts(node, group) -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(*running_counts_read(node.pk, group.pk))
+        return running_counts(cursor.fetchall())
 
 
 def node_host_group_id(node_id: int) -> int | None:
@@ -116,14 +125,17 @@ def job_claim(*, identity: NodeIdentity, free_slots: int, now, with_sources: boo
     raise Unauthenticated("The node is being reconfigured; retry.")
 
 
-def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = None) -> ClaimResult:
+def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = None,
+                 running: tuple[int, int] | None = None) -> ClaimResult:
     """The claim itself, with host group and node locked by the caller: exclusively, so the
     counts are exact; or, for a result post's one-for-one replacement (a slot of this node
     and group just freed, one job asked in its place), both shared. Shared holders only ever
     lower the counts or keep them, and what could raise them waits for the shared holders;
     so what one of them counts is never below what will be committed, and the headroom it
     finds is never more than there is. `carried_by`: the job whose result post carries this
-    claim (see `carried_jobs`)."""
+    claim (see `carried_jobs`). `running`: the node's and the group's RUNNING jobs, when the
+    caller read them under these locks and counted its own writes since; else they are read
+    now."""
     result = ClaimResult(desired_state=node.desired_state)
     if free_slots <= 0:
         result.reason = "no_free_slots"
@@ -135,7 +147,7 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
         result.reason = "not_enabled"
         return result
     judge_jobs_allowed = may_take_judge_jobs(node, group)
-    node_running, group_running = _running_counts(node, group)
+    node_running, group_running = running if running is not None else _running_counts(node, group)
     node_headroom = node.max_slots - node_running
     group_headroom = group.total_slots - group_running
     n = min(free_slots, node_headroom, group_headroom)

@@ -17,7 +17,8 @@ from judging.locking import host_group_row, job_rows, lock_jobs, lock_together, 
 from judging.models import VERDICTS, JobKind, JobState, Verdict
 from judging.selectors import ready_nodes, sources_with_commit
 from judging.services import conduct, job_meta, outcomes
-from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim
+from judging.services.claim import ClaimResult, carried_jobs, claim_locked, node_host_group_id, record_claim, \
+    running_counts, running_counts_read
 from judging.services.leases import was_leased_to
 from judging.services.snapshot import judged_data_digest
 from judging.timing import now_under_locks
@@ -212,7 +213,11 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             locks.append(submission_row(meta.submission_type, meta.submission_id, names=_SETTLE_READS))
         if not infra:
             locks.append(job_rows([request.job_id]))
-        taken = lock_together(*locks)
+        # A replacement reads the running counts with its locks, saving the claim a round
+        # trip: the job it settles is still RUNNING in them.
+        counts = [running_counts_read(identity.node_id, group_id)] if replacing else []
+        taken = lock_together(*locks, reads=counts)
+        running = _without_settled(running_counts(taken.pop())) if replacing else None
         group = taken.pop(0) if group_id is not None else None
         node = taken.pop(0)
         check_node_identity(node, identity)
@@ -241,7 +246,12 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
             # again, rather than waiting out their leases while they hold the node's slots.
             again = carried_jobs(node, session_epoch=identity.session_epoch, carried_by=job.pk,
                                  now=now_under_locks(now)) if status == "duplicate" else []
-            claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk)
+            # The pick comes after the settle's writes, never with the locks: past the end
+            # of the queue a SKIP LOCKED scan also locks the claim index's next entries, the
+            # RUNNING jobs of other posts; two posts whose own job were still RUNNING there
+            # would each wait for the other to write it.
+            claim = claim_locked(node, group, free_slots=claim_slots - len(again), now=now, carried_by=job.pk,
+                                 running=running)
             claim.jobs = again + claim.jobs
             if with_sources and claim.jobs:
                 claim.sources = sources_with_commit(claim.jobs)
@@ -261,6 +271,14 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
     logger.info("result accepted", extra={"job": job.pk, "leaseEpoch": request.lease_epoch, "outcome": request.outcome,
                                           "status": status, "verdict": request.verdict or None})
     return status, claim
+
+
+def _without_settled(running: tuple[int, int]) -> tuple[int, int]:
+    """A replacement's running counts, read before its settle: one less each for the job it
+    settles, which was RUNNING on this node in this group (else it is no replacement, and
+    is done again exclusively)."""
+    node_running, group_running = running
+    return node_running - 1, group_running - 1
 
 
 def _check_and_apply(job, node, submission, identity: NodeIdentity, request: SettleRequest, *, now,
