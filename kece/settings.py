@@ -228,8 +228,11 @@ def _dead_link_options() -> dict:
 
 REDIS_LINK_OPTIONS = _dead_link_options()
 # How the Sentinels themselves are asked: a Sentinel that does not answer within a second is
-# passed over for the next.
-REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_timeout": 1, "socket_connect_timeout": 1}
+# passed over for the next. Asked once (`retry: None`): redis-py's default asks a Sentinel that
+# times out (its host cut off) three times more, with backoffs of up to 8 s between, before the
+# next one, and a client finding the primary waited that long without a word.
+REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_timeout": 1, "socket_connect_timeout": 1,
+                         "retry": None}
 
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL}}
@@ -240,13 +243,19 @@ else:
 
 # The console's live updates (`nodes.console.live`): across processes through Redis, within
 # the one web process of the embedded default in memory.
+# Bounded waits on its connections, as on the broker's: without them a console socket's
+# receive (a BZPOPMIN of 5 s), or a publish, waiting on a primary cut off would wait for good,
+# and the pool connects under its lock, so every socket of the process with it.
+CHANNEL_LINK_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 10, **REDIS_LINK_OPTIONS,
+                        "health_check_interval": 10}
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                  "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 10}}}
+                                  "CONFIG": {"hosts": [{"address": REDIS_URL, **CHANNEL_LINK_OPTIONS}],
+                                             "capacity": 200, "expiry": 10}}}
     if REDIS_SENTINELS:
         CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{
             "sentinels": REDIS_SENTINELS, "master_name": REDIS_SENTINEL_MASTER,
-            "sentinel_kwargs": REDIS_SENTINEL_KWARGS, **REDIS_DATA_PARAMS}]
+            "sentinel_kwargs": REDIS_SENTINEL_KWARGS, **REDIS_DATA_PARAMS, **CHANNEL_LINK_OPTIONS}]
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

@@ -41,6 +41,10 @@ def test_sentinels_configure_every_redis_user(tmp_path):
     [host] = shown["hosts"]
     assert (host["master_name"], host["db"], host["password"]) == ("kece", 2, "p@ss")
     assert host["sentinels"] == shown["sentinels"] and host["sentinel_kwargs"]["password"] == "s3ntinel"
+    # A Sentinel that does not answer is asked once, then the next one.
+    assert host["sentinel_kwargs"]["retry"] is None and shown["options"]["sentinel_kwargs"]["retry"] is None
+    # The console's channel layer waits on a primary cut off no longer than the broker does.
+    assert host["socket_timeout"] and host["socket_connect_timeout"] and host["socket_keepalive"]
     assert shown["cache"] == {"sentinels": True}
 
 
@@ -50,7 +54,8 @@ def test_without_sentinels_redis_is_one_address():
     shown = json.loads(run.stdout)
     assert shown["broker"] == "redis://10.0.0.5:6379/1" and "master_name" not in shown["options"]
     assert shown["options"]["socket_timeout"] and shown["options"]["socket_connect_timeout"]
-    assert shown["hosts"] == ["redis://10.0.0.5:6379/1"] and shown["cache"] is None
+    [host] = shown["hosts"]
+    assert host["address"] == "redis://10.0.0.5:6379/1" and host["socket_timeout"] and shown["cache"] is None
 
 
 @pytest.mark.parametrize("env, message", [

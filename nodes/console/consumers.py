@@ -9,17 +9,24 @@ Who may listen is checked at the connect and again every `KECE_CONSOLE_PUBLISH_M
 session itself: an admin signed out (or whose session was flushed), deactivated or no longer
 holding `nodes.manage_judgers` loses the socket within one interval. Each check that passes
 marks the console as watched (`live.mark_watched`): the publish step works only while some
-page listens.
+page listens. Each also adds the socket to the group again: a Redis failover may lose what
+the old primary had not passed on to its replica, the membership included.
+
+The page is told it is live as soon as the socket is accepted, and the first check runs at
+once beside it. The checks, the connect's among them, run on the administrators' lane
+(`kece.lanes`), not on the one thread the process shares for every other synchronous call
+(Django's request signals, channels' own session lookups): behind a queue there, or a Redis call waiting out a failover,
+a new socket heard nothing at all, not even that it was live. A consumer that ends without
+its disconnect (its channel layer failing under it) stops its tasks all the same.
 """
 
 import asyncio
 import logging
 
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from kece import lanes
 from kece.permissions import can_manage_judgers, session_manages_judgers
 from nodes.console import live
 
@@ -43,12 +50,20 @@ def _standing_while_watching(session_key: str | None) -> bool:
 
 
 class JudgersConsumer(AsyncJsonWebsocketConsumer):
+    flush: asyncio.Task | None = None
+    watch: asyncio.Task | None = None
+    joined = False
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._leave()
+
     async def connect(self):
         self.pending: set[str] = set()
-        self.flush: asyncio.Task | None = None
         self.last_sent = float("-inf")
-        self.watch: asyncio.Task | None = None
-        if not await database_sync_to_async(can_manage_judgers)(self.scope.get("user")):
+        if not await lanes.ADMIN.run(can_manage_judgers, self.scope.get("user")):
             await self.close(code=REFUSED)
             return
         live.remember_consumer_loop(asyncio.get_running_loop())
@@ -60,17 +75,16 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("the console socket could not join its group", exc_info=True)
             await self.close(code=UNCHECKED)
             return
+        self.joined = True
         await self.accept()
-        await sync_to_async(live.mark_watched)()
         await self.send_json({"type": "live", "silentAfterMs": live.silent_after_ms()})
         self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))
 
     async def _watch_standing(self, session_key: str | None):
         interval = settings.KECE_CONSOLE_PUBLISH_MS / 1000
         while True:
-            await asyncio.sleep(interval)
             try:
-                allowed = await database_sync_to_async(_standing_while_watching)(session_key)
+                allowed = await lanes.ADMIN.run(_standing_while_watching, session_key)
             except Exception:
                 logger.exception("the console socket's session could not be checked")
                 await self.close(code=UNCHECKED)
@@ -78,12 +92,28 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             if not allowed:
                 await self.close(code=REFUSED)
                 return
+            try:
+                await self.channel_layer.group_add(live.GROUP, self.channel_name)
+            except Exception as exc:
+                # Tried again at the next check: the socket stays open meanwhile.
+                logger.warning("the console socket could not rejoin its group", extra={"error": str(exc)})
+            await asyncio.sleep(interval)
 
     async def disconnect(self, code):
+        await self._leave()
+
+    async def _leave(self):
         for task in (self.flush, self.watch):
             if task is not None:
                 task.cancel()
-        await self.channel_layer.group_discard(live.GROUP, self.channel_name)
+        self.flush = self.watch = None
+        if self.joined:
+            self.joined = False
+            try:
+                await self.channel_layer.group_discard(live.GROUP, self.channel_name)
+            except Exception as exc:
+                # Its entry lapses with the group's expiry; nothing is sent to a gone socket.
+                logger.warning("the console socket could not leave its group", extra={"error": str(exc)})
 
     async def fleet_changed(self, event):
         self.pending.update(event.get("pools") or [])

@@ -330,14 +330,85 @@ def test_an_open_console_socket_marks_the_console_watched_until_it_lapses(memory
         marks.append(cache.get(live.WATCHED_KEY))
         marked.set()
 
+    monkeypatch.setattr(live, "mark_watched", noted_mark)
+
     async def scenario():
         socket = await _open_live(cookie)
-        at_connect = await database_sync_to_async(cache.get)(live.WATCHED_KEY)
+        first = await asyncio.to_thread(marked.wait, 5)  # the check that runs beside the live message
+        marked.clear()
         await database_sync_to_async(cache.delete)(live.WATCHED_KEY)
-        monkeypatch.setattr(live, "mark_watched", noted_mark)
         again = await asyncio.to_thread(marked.wait, 5)  # the socket's next standing check
         await socket.disconnect()
-        return at_connect, again
+        return first, again
 
-    at_connect, again = async_to_sync(scenario)()
-    assert at_connect and again and marks[0], "marked at the connect, and again at each standing check"
+    first, again = async_to_sync(scenario)()
+    assert first and again and all(marks), "marked at the connect, and again at each standing check"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_whose_group_membership_was_lost_hears_the_console_again_after_its_next_check(
+        memory_layer, settings, monkeypatch):
+    """A Redis failover may lose the group's members the old primary had not passed on: each
+    standing check adds the socket again."""
+    import threading
+
+    settings.KECE_CONSOLE_PUBLISH_MS = 200
+    cookie = _cookie(make_admin())
+    checked = threading.Event()
+    mark = live.mark_watched
+
+    def noted_mark():
+        mark()
+        checked.set()
+
+    monkeypatch.setattr(live, "mark_watched", noted_mark)
+
+    async def scenario():
+        socket = await _open_live(cookie)
+        assert await asyncio.to_thread(checked.wait, 5)
+        get_channel_layer().groups.clear()  # what the new primary never had
+        checked.clear()
+        assert await asyncio.to_thread(checked.wait, 5)  # the next check, and its rejoin after it
+        assert await asyncio.to_thread(checked.wait, 5)
+        live.publish(["python"])
+        message = await socket.receive_json_from(timeout=3)
+        await socket.disconnect()
+        return message
+
+    assert async_to_sync(scenario)() == {"type": "changed", "pools": ["python"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_whose_channel_layer_fails_under_it_stops_checking_and_leaves_its_group(
+        memory_layer, settings, monkeypatch):
+    """Its disconnect never runs then; without this its standing checks would go on marking the
+    console watched, and adding a channel nobody reads to the group, for the process's life."""
+    import threading
+
+    settings.KECE_CONSOLE_PUBLISH_MS = 100
+    cookie = _cookie(make_admin())
+    checked = threading.Event()
+    mark = live.mark_watched
+
+    def noted_mark():
+        mark()
+        checked.set()
+
+    monkeypatch.setattr(live, "mark_watched", noted_mark)
+
+    async def scenario():
+        socket = await _open_live(cookie)
+        assert await asyncio.to_thread(checked.wait, 5)
+        layer = get_channel_layer()
+        [waiting] = layer.channels.values()  # the queue the consumer's receive waits on
+        waiting.put_nowait(None)  # not a message: that receive fails, and the consumer ends
+        with pytest.raises(TypeError):
+            await socket.wait(3)
+        checked.clear()
+        # Ten intervals without a check: the task is gone (it checks once an interval).
+        still_checking = await asyncio.to_thread(checked.wait, 10 * settings.KECE_CONSOLE_PUBLISH_MS / 1000)
+        return still_checking, dict(layer.groups)
+
+    still_checking, groups = async_to_sync(scenario)()
+    assert not still_checking
+    assert not groups.get(live.GROUP)
