@@ -26,7 +26,7 @@ import logging
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from kece import lanes
+from kece.lanes import ADMIN as ADMIN_LANE
 from kece.permissions import can_manage_judgers, session_manages_judgers
 from nodes.console import live
 
@@ -63,7 +63,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.pending: set[str] = set()
         self.last_sent = float("-inf")
-        if not await lanes.ADMIN.run(can_manage_judgers, self.scope.get("user")):
+        if not await ADMIN_LANE.run(can_manage_judgers, self.scope.get("user")):
             await self.close(code=REFUSED)
             return
         live.remember_consumer_loop(asyncio.get_running_loop())
@@ -84,7 +84,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         interval = settings.KECE_CONSOLE_PUBLISH_MS / 1000
         while True:
             try:
-                allowed = await lanes.ADMIN.run(_standing_while_watching, session_key)
+                allowed = await ADMIN_LANE.run(_standing_while_watching, session_key)
             except Exception:
                 logger.exception("the console socket's session could not be checked")
                 await self.close(code=UNCHECKED)
