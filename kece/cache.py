@@ -8,10 +8,12 @@ every page that reads the status snapshot. A `redis.Redis` is safe to share betw
 threads (each command takes a connection from the pool), so one per pool is enough.
 
 Django also keeps a cache backend per execution context (`caches` is an asgiref `Local`),
-and every task on a lane (`kece.lanes`) runs in a fresh copy of its caller's context: each
-request there built a backend of its own, with its own pool and so a new connection to
-Redis, about 0.7 ms of CPU before its first command (a submission counts its rate in the
-cache). The backends now share one client object per configuration, made once.
+and a task on a lane (`kece.lanes`) runs in a copy of its caller's context: started from a
+context that had not used the cache yet, each such task built a backend of its own, with
+its own pool and so a new connection to Redis, about 0.7 ms of CPU before its first command.
+The served requests happened to share one (a live server opened one connection over thirty
+homepage requests); the backends now share one client object per configuration, made once,
+whichever context uses the cache first.
 
 Django's backend knows one address per server and no Sentinel. With the option
 `"sentinels": True` (settings: REDIS_SENTINELS) the one client is `kece.redis_clients`'
