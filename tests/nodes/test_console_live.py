@@ -50,6 +50,28 @@ async def _open_live(cookie) -> WebsocketCommunicator:
 
 
 @pytest.fixture
+def standing_checks(monkeypatch):
+    """Set each time a console socket's standing check marks the console watched."""
+    import threading
+
+    checked = threading.Event()
+    mark = live.mark_watched
+
+    def noted_mark():
+        mark()
+        checked.set()
+
+    monkeypatch.setattr(live, "mark_watched", noted_mark)
+    return checked
+
+
+async def _next_check(checked, timeout: float = 5) -> bool:
+    """Whether a standing check marks the console within `timeout` from now."""
+    checked.clear()
+    return await asyncio.to_thread(checked.wait, timeout)
+
+
+@pytest.fixture
 def memory_layer(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     from channels.layers import channel_layers
@@ -347,29 +369,18 @@ def test_an_open_console_socket_marks_the_console_watched_until_it_lapses(memory
 
 @pytest.mark.django_db(transaction=True)
 def test_a_socket_whose_group_membership_was_lost_hears_the_console_again_after_its_next_check(
-        memory_layer, settings, monkeypatch):
+        memory_layer, settings, standing_checks):
     """A Redis failover may lose the group's members the old primary had not passed on: each
     standing check adds the socket again."""
-    import threading
-
     settings.KECE_CONSOLE_PUBLISH_MS = 200
     cookie = _cookie(make_admin())
-    checked = threading.Event()
-    mark = live.mark_watched
-
-    def noted_mark():
-        mark()
-        checked.set()
-
-    monkeypatch.setattr(live, "mark_watched", noted_mark)
 
     async def scenario():
         socket = await _open_live(cookie)
-        assert await asyncio.to_thread(checked.wait, 5)
+        assert await _next_check(standing_checks)
         get_channel_layer().groups.clear()  # what the new primary never had
-        checked.clear()
-        assert await asyncio.to_thread(checked.wait, 5)  # the next check, and its rejoin after it
-        assert await asyncio.to_thread(checked.wait, 5)
+        # Two checks on: the first one after the loss has rejoined by the time the next marks.
+        assert await _next_check(standing_checks) and await _next_check(standing_checks)
         live.publish(["python"])
         message = await socket.receive_json_from(timeout=3)
         await socket.disconnect()
@@ -380,33 +391,22 @@ def test_a_socket_whose_group_membership_was_lost_hears_the_console_again_after_
 
 @pytest.mark.django_db(transaction=True)
 def test_a_socket_whose_channel_layer_fails_under_it_stops_checking_and_leaves_its_group(
-        memory_layer, settings, monkeypatch):
+        memory_layer, settings, standing_checks):
     """Its disconnect never runs then; without this its standing checks would go on marking the
     console watched, and adding a channel nobody reads to the group, for the process's life."""
-    import threading
-
     settings.KECE_CONSOLE_PUBLISH_MS = 100
     cookie = _cookie(make_admin())
-    checked = threading.Event()
-    mark = live.mark_watched
-
-    def noted_mark():
-        mark()
-        checked.set()
-
-    monkeypatch.setattr(live, "mark_watched", noted_mark)
 
     async def scenario():
         socket = await _open_live(cookie)
-        assert await asyncio.to_thread(checked.wait, 5)
+        assert await _next_check(standing_checks)
         layer = get_channel_layer()
         [waiting] = layer.channels.values()  # the queue the consumer's receive waits on
         waiting.put_nowait(None)  # not a message: that receive fails, and the consumer ends
         with pytest.raises(TypeError):
             await socket.wait(3)
-        checked.clear()
         # Ten intervals without a check: the task is gone (it checks once an interval).
-        still_checking = await asyncio.to_thread(checked.wait, 10 * settings.KECE_CONSOLE_PUBLISH_MS / 1000)
+        still_checking = await _next_check(standing_checks, 10 * settings.KECE_CONSOLE_PUBLISH_MS / 1000)
         return still_checking, dict(layer.groups)
 
     still_checking, groups = async_to_sync(scenario)()
