@@ -615,10 +615,20 @@ def new_run_dir(runs_root: Path, job_id: int, lease_epoch: int) -> Path:
 
 
 def remove_tree(path: Path) -> None:
-    def _retry(func, p, _exc):
+    """Remove a run folder and whatever user code left in it. Another removal of the same
+    folder may run at once (a job's own end and a sweep after another job's): what is gone
+    already is no error, and nothing above the folder is touched. (Made writable to retry,
+    the runs folder lost the sandbox user's way through it, and every later job failed with
+    `sandbox_error` until the agent restarted.)"""
+    root = os.path.abspath(path)
+
+    def _retry(func, p, exc_info):
+        if isinstance(exc_info[1], FileNotFoundError):
+            return
         # User code may have left folders without write permission; fix and retry.
         try:
-            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.abspath(p) != root:
+                os.chmod(os.path.dirname(p), 0o700)
             os.chmod(p, 0o700)
             func(p)
         except OSError:

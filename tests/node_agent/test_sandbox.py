@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, sweep_runs, unbounded_writable_mounts
+from node_agent.sandbox import Limits, Sandbox, new_run_dir, read_head, remove_tree, sweep_runs, \
+    unbounded_writable_mounts
 
 from .conftest import need
 
@@ -91,6 +92,26 @@ def test_sweep_keeps_only_the_named_run_folders(tmp_path):
     (tmp_path / "stray").write_text("x")
     assert sorted(sweep_runs(tmp_path, keep={"j2-e1-bb"})) == ["j1-e1-aa", "stray"]
     assert [p.name for p in tmp_path.iterdir()] == ["j2-e1-bb"]
+
+
+def test_a_run_folder_removed_twice_at_once_leaves_the_runs_folder_open_to_the_sandbox(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o711)
+    os.chmod(runs, 0o711)
+    run = new_run_dir(runs, 7, 1)
+    (run / "box").mkdir()
+    (run / "box" / "out").write_text("x")
+    shutil.rmtree(run)  # the other removal (a sweep) got there first
+    remove_tree(run)
+    assert os.stat(runs).st_mode & 0o777 == 0o711, "the sandbox user must still get through to the next box"
+    # A folder user code left without write permission is still removed.
+    locked = new_run_dir(runs, 8, 1)
+    (locked / "box" / "deep").mkdir(parents=True)
+    (locked / "box" / "deep" / "f").write_text("x")
+    os.chmod(locked / "box" / "deep", 0o500)
+    os.chmod(locked / "box", 0o500)
+    remove_tree(locked)
+    assert not locked.exists() and os.stat(runs).st_mode & 0o777 == 0o711
 
 
 def test_every_filesystem_a_program_can_write_is_bounded(box):
