@@ -122,6 +122,9 @@ def plan_of(problems: dict, count: int, seed: int, extra=None) -> list[dict]:
     return bodies
 
 
+DOWNLOAD_THREADS = 4  # the agent's JUDGE_DOWNLOAD_THREADS default
+
+
 class ColdNode(dispatch.SimNode):
     """A simulated node whose cache starts empty: a job's test data it does not hold is
     downloaded (`GET jobs/{id}/artifacts/{digest}` under the lease) before it judges, for
@@ -147,16 +150,20 @@ class ColdNode(dispatch.SimNode):
         files += [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
         if job.get("sql"):
             files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
-        for entry in files:
-            if not entry:
-                continue
-            # As the agent's cache: slots needing the same file download it once, the others
-            # wait for that download.
-            download = self.held.get(entry["digest"])
-            if download is None:
-                url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
-                download = self.held[entry["digest"]] = asyncio.ensure_future(self.fetch(entry["digest"], url, headers))
-            await asyncio.shield(download)
+        # As the agent: a job's files come DOWNLOAD_THREADS at a time (`node_agent.downloads`),
+        # and slots needing the same file download it once, the others waiting for it.
+        threads = asyncio.Semaphore(DOWNLOAD_THREADS)
+
+        async def one(entry):
+            async with threads:
+                download = self.held.get(entry["digest"])
+                if download is None:
+                    url = f"{self.http.base_url}{dispatch.PREFIX}jobs/{job['jobId']}/artifacts/{entry['digest']}"
+                    download = self.held[entry["digest"]] = asyncio.ensure_future(
+                        self.fetch(entry["digest"], url, headers))
+                await asyncio.shield(download)
+
+        await asyncio.gather(*(one(entry) for entry in files if entry))
         downloaded = time.perf_counter() - start
         weight = self.weights.get(job["manifestId"])
         seconds = weight.judge_seconds(job["jobId"] - self.first_job_id) if weight else self.judge_seconds

@@ -51,6 +51,7 @@ class Config:
     job_max_ms: int
     cache_max_mb: int
     cache_low_mb: int
+    download_threads: int
     sql_sweep_ms: int
     claim_jitter_ms: int
     log_level: str
@@ -272,6 +273,7 @@ def load(env: dict[str, str]) -> Config:
         job_max_ms=_int(env, "JUDGE_JOB_MAX_MS", 900_000, 10_000, 24 * 3_600_000),
         cache_max_mb=cache_max_mb,
         cache_low_mb=cache_low_mb,
+        download_threads=_int(env, "JUDGE_DOWNLOAD_THREADS", 4, 1, 16),
         sql_sweep_ms=_int(env, "JUDGE_SQL_SWEEP_MS", 300_000, 1000, 24 * 3_600_000),
         claim_jitter_ms=_int(env, "JUDGE_CLAIM_JITTER_MS", 500, 0, 60_000),
         log_level=_log_level(env),

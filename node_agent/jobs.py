@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ContextManager
 
+from .downloads import Downloads
 from .log import JobLog
 from .sandbox import RunResult
 
@@ -35,6 +36,8 @@ class JobContext:
     # Times a judging phase (metrics.PHASES): `with ctx.timed("run"): …`.
     timed: Callable[[str], ContextManager] = lambda phase: contextlib.nullcontext()
     stash: dict = field(default_factory=dict)
+    # Files of one job fetched at once (`download`).
+    download_threads: int = 1
 
     @property
     def job_id(self) -> int:
@@ -43,6 +46,10 @@ class JobContext:
     @property
     def lease_epoch(self) -> int:
         return self.job["leaseEpoch"]
+
+    def download(self, entries: list[dict]) -> Downloads:
+        """Start fetching `entries` (`artifact` each) in the background; `.paths()` waits."""
+        return Downloads(self.artifact, entries, threads=self.download_threads, name=f"job-{self.job_id}-data")
 
     def check(self) -> None:
         if self.cancel.is_set():

@@ -113,12 +113,19 @@ def judge_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox) -> dict:
     limits = job["limits"]
     ctx.progress("COMPILING", None)
     source = ctx.artifact(job["source"]).read_bytes()
-    files = [(case, ctx.artifact(case["input"]), ctx.artifact(case["output"])) for case in job["cases"]]
-    ctx.check()
-    box = prepare_box(ctx, spec, sandbox, source)
-    ok, compile_output = compile_in(ctx, spec, sandbox, box, int(limits["memoryLimitMb"]))
-    if not ok:
-        return verdicts.compile_error(ctx.lease_epoch, compile_output)
+    # The test data comes while the program compiles; a compile error needs none of it.
+    downloads = ctx.download([entry for case in job["cases"] for entry in (case["input"], case["output"])])
+    try:
+        ctx.check()
+        box = prepare_box(ctx, spec, sandbox, source)
+        ok, compile_output = compile_in(ctx, spec, sandbox, box, int(limits["memoryLimitMb"]))
+        if not ok:
+            return verdicts.compile_error(ctx.lease_epoch, compile_output)
+        with ctx.timed("data"):
+            paths = downloads.paths()
+    finally:
+        downloads.stop()
+    files = [(case, paths[2 * i], paths[2 * i + 1]) for i, case in enumerate(job["cases"])]
     cases = []
     for case, input_path, expected_path in files:
         ctx.check()

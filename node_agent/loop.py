@@ -744,7 +744,7 @@ class Agent:
         job = jr.job
         ctx = JobContext(job=job, run_dir=jr.run_dir, log=jr.log, cancel=jr.cancel,
                          artifact=lambda entry: self.fetch(jr, entry), progress=jr.set_progress,
-                         timed=self.metrics.phase)
+                         timed=self.metrics.phase, download_threads=self.config.download_threads)
         started = time.monotonic()
         try:
             if job.get("pool") not in (None, self.config.pool) or \

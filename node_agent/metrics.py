@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CLAIM_RESULTS = ("jobs", "empty")
-PHASES = ("prepare", "compile", "run", "compare", "sql")
+PHASES = ("prepare", "compile", "data", "run", "compare", "sql")
 # From a box being laid out (milliseconds) to a slow compile or a long SQL check (a minute).
 PHASE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 

@@ -145,7 +145,7 @@ def test_the_agent_serves_its_metrics_on_the_health_port(agents):
     jobs = ("kece_agent_claims", "kece_agent_claims_total")
     assert sample(families, *jobs, result="jobs") > sample(idle, *jobs, result="jobs")
     count = ("kece_agent_sandbox_phase_seconds", "kece_agent_sandbox_phase_seconds_count")
-    for phase in ("prepare", "compile", "run", "compare"):
+    for phase in ("prepare", "compile", "data", "run", "compare"):
         assert sample(families, *count, phase=phase) > sample(idle, *count, phase=phase), phase
     assert sample(families, *count, phase="sql") == 0, "every phase is there from the start"
     assert sample(families, "kece_agent_cache_bytes", "kece_agent_cache_bytes") > 0

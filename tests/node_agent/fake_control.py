@@ -85,6 +85,12 @@ class FakeControlPlane:
         self.log: list[tuple[str, str, int]] = []
         self.carried_claims = 0  # result posts that carried the next claim
         self.carried_jobs = 0  # jobs leased through them
+        self.downloads_under_way = 0
+        self.most_downloads_at_once = 0
+        # When set, a download is answered only once this many are under way together (or,
+        # if they never are, after `gate_timeout` seconds: the test then sees fewer at once).
+        self.download_gate: int | None = None
+        self.gate_timeout = 20.0
         self._ids = itertools.count(1)
         self._job_ids = itertools.count(101)
         self._server: ThreadingHTTPServer | None = None
@@ -501,7 +507,16 @@ class _Handler(BaseHTTPRequestHandler):
             data = p.blobs[digest]
             if digest in p.corrupt:
                 data = bytes([data[0] ^ 0x20]) + data[1:] if data else b"x"
-        self._reply(200, data, {"X-Content-SHA256": digest})
+            p.downloads_under_way += 1
+            p.most_downloads_at_once = max(p.most_downloads_at_once, p.downloads_under_way)
+            p.changed.notify_all()
+            if p.download_gate is not None:
+                p.changed.wait_for(lambda: p.most_downloads_at_once >= p.download_gate, timeout=p.gate_timeout)
+        try:
+            self._reply(200, data, {"X-Content-SHA256": digest})
+        finally:
+            with p.lock:
+                p.downloads_under_way -= 1
 
     def _result(self, job_id: int) -> None:
         p = self.plane
