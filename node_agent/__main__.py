@@ -22,7 +22,7 @@ from .health import Identity, start as start_health
 from .judge import compile_limits
 from .loop import EXIT_CONFIG, EXIT_RUNTIME, Agent
 from .metrics import AgentMetrics
-from .sandbox import Sandbox, probe, read_head, remove_tree, sweep_runs
+from .sandbox import Sandbox, make_run_folder, probe, read_head, remove_tree, sweep_runs
 
 logger = log.get("main")
 
@@ -70,8 +70,7 @@ def check_runtime(config: Config, sandbox: Sandbox) -> None:
     spec = config.spec
     runs = config.workspace / "runs"
     for argv in spec.check:
-        run_dir = runs / f"check-{secrets.token_hex(4)}"
-        run_dir.mkdir(mode=0o711)
+        run_dir = make_run_folder(runs / f"check-{secrets.token_hex(4)}")
         try:
             box = run_dir / "box"
             sandbox.prepare_box(box)

@@ -24,7 +24,7 @@ import MySQLdb
 from . import judge, verdicts
 from .jobs import InfraError, JobContext
 from .runtimes import RuntimeSpec, arkts, cpp, java, python
-from .sandbox import Limits, Sandbox, read_head, unbounded_writable_mounts
+from .sandbox import Limits, Sandbox, make_run_folder, read_head, unbounded_writable_mounts
 
 CHECK_SOURCES = {"cpp": cpp.CHECK_SOURCE, "java": java.CHECK_SOURCE, "python": python.CHECK_SOURCE,
                  "arkts": arkts.CHECK_SOURCE}
@@ -214,8 +214,7 @@ def _cleanup_complete(judge_db, tag: str, env, lookalike: str, parked) -> dict:
 
 def own_checks(ctx: JobContext, *, spec: RuntimeSpec, sandbox: Sandbox, judge_db) -> list[dict]:
     """This node's own items, in a run folder of their own (the job's is the canary's)."""
-    ctx = dataclasses.replace(ctx, run_dir=ctx.run_dir / "own-checks")
-    ctx.run_dir.mkdir()
+    ctx = dataclasses.replace(ctx, run_dir=make_run_folder(ctx.run_dir / "own-checks"))
     try:
         items = check_mysql(ctx, judge_db) if spec.pool == "mysql" else check_program(ctx, spec, sandbox)
     except InfraError as exc:

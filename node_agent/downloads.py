@@ -25,9 +25,15 @@ class Downloads:
         if not entries:
             return
         executor = ThreadPoolExecutor(max_workers=max(1, min(threads, len(entries))), thread_name_prefix=name)
-        self._futures = [executor.submit(fetch, entry) for entry in entries]
-        # Its threads end once the queue is done; nothing more is given to it.
-        executor.shutdown(wait=False)
+        try:
+            for entry in entries:
+                self._futures.append(executor.submit(fetch, entry))
+        except BaseException:  # no thread to be had: what was given is dropped or waited for
+            self.stop()
+            raise
+        finally:
+            # Its threads end once the queue is done; nothing more is given to it.
+            executor.shutdown(wait=False)
 
     def paths(self) -> list[Path]:
         """The files' paths in the entries' order, once all are there. A failure is raised

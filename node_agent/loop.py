@@ -198,8 +198,11 @@ class Agent:
     # -- lifecycle ---------------------------------------------------------------------
 
     def request_stop(self, *_args) -> None:
-        """Signal handler: only sets a flag, the main thread does the work."""
-        self.stop_requested.set()
+        """Signal handler: only sets a flag, the main thread does the work. Set from a
+        thread of its own: the handler runs in the main thread, which may be inside
+        `stop_requested.wait` holding the event's lock, and `set` there would wait for
+        that lock for ever."""
+        threading.Thread(target=self.stop_requested.set, name="stop", daemon=True).start()
 
     def run(self) -> int:
         try:
@@ -501,7 +504,13 @@ class Agent:
             self._forget(jr)
             return
         jr.thread = threading.Thread(target=self.worker, args=(jr,), name=f"job-{jr.job_id}", daemon=True)
-        jr.thread.start()
+        try:
+            jr.thread.start()
+        except RuntimeError as exc:  # no thread to be had (a tasks limit): given back, its slot freed
+            jr.log.error("no thread for the job; released", error=str(exc))
+            jr.abort("no_thread")
+            self.release(jr)
+            self._forget(jr)
 
     def _forget(self, jr: JobRun) -> None:
         with self.lock:
@@ -673,9 +682,17 @@ class Agent:
 
     def worker(self, jr: JobRun) -> None:
         try:
-            with self.runs_lock:
-                jr.run_dir = new_run_dir(self.runs_root, jr.job_id, jr.lease_epoch)
-            body = self.execute(jr)
+            try:
+                with self.runs_lock:
+                    jr.run_dir = new_run_dir(self.runs_root, jr.job_id, jr.lease_epoch)
+            except OSError as exc:
+                # Said to the server, which gives the job to another node: dropped in silence,
+                # it would wait out its lease.
+                jr.log.error("no run folder", error=str(exc)[:300])
+                body = verdicts.infra_error(jr.lease_epoch, "workspace_error",
+                                            f"the run folder could not be made: {exc}")
+            else:
+                body = self.execute(jr)
             if body is not None and jr.begin_post():
                 self.post_result(jr, body)
             elif jr.drop_reason == "job_timeout" and jr.begin_post_after_timeout():
@@ -864,7 +881,11 @@ class Agent:
 
 
 def _workspace_ok(workspace: Path) -> bool:
+    """Writable, with 256 MiB and a thousand inodes free (a file system that counts none,
+    as btrfs, has no limit on them)."""
     try:
-        return os.access(workspace, os.W_OK) and shutil.disk_usage(workspace).free > 256 << 20
+        room = os.statvfs(workspace)
+        inodes_ok = room.f_files == 0 or room.f_favail > 1000
+        return os.access(workspace, os.W_OK) and shutil.disk_usage(workspace).free > 256 << 20 and inodes_ok
     except OSError:
         return False

@@ -606,12 +606,19 @@ def _tail(path: Path, limit: int = 400) -> str:
 RUN_NAME_RE = re.compile(r"^j(\d+)-e(\d+)-[0-9a-f]+$")
 
 
-def new_run_dir(runs_root: Path, job_id: int, lease_epoch: int) -> Path:
-    path = runs_root / f"j{job_id}-e{lease_epoch}-{secrets.token_hex(4)}"
-    # 0711: the unprivileged sandbox user must traverse it to reach box/, nothing more.
+def make_run_folder(path: Path) -> Path:
+    """A folder a box goes in: 0711, whatever the agent's umask (systemd's unit gives it
+    0077), since the unprivileged sandbox user must traverse it to reach box/, nothing more."""
     path.mkdir(mode=0o711)
     os.chmod(path, 0o711)
     return path
+
+
+def new_run_dir(runs_root: Path, job_id: int, lease_epoch: int) -> Path:
+    if not runs_root.is_dir():  # removed under the agent (a cleanup): made again, as at start
+        runs_root.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(runs_root, 0o711)
+    return make_run_folder(runs_root / f"j{job_id}-e{lease_epoch}-{secrets.token_hex(4)}")
 
 
 def remove_tree(path: Path) -> None:
@@ -655,8 +662,7 @@ def sweep_runs(runs_root: Path, keep: set[str] = frozenset()) -> list[str]:
 
 def probe(sandbox: Sandbox, runs_root: Path) -> str | None:
     """Start one trivial program in a real box; return an error text or None."""
-    run_dir = runs_root / f"probe-{secrets.token_hex(4)}"
-    run_dir.mkdir(mode=0o711)
+    run_dir = make_run_folder(runs_root / f"probe-{secrets.token_hex(4)}")
     try:
         box = run_dir / "box"
         sandbox.prepare_box(box)

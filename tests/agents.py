@@ -32,9 +32,10 @@ def make_tls(folder: Path) -> dict:
 
 
 class AgentProcess:
-    def __init__(self, env: dict[str, str], workdir: Path):
+    def __init__(self, env: dict[str, str], workdir: Path, umask: int = -1):
         self.env = env
         self.workdir = workdir
+        self.umask = umask  # -1: this process's
         self.log_path = workdir / "agent.log"
         self.proc: subprocess.Popen | None = None
 
@@ -42,7 +43,7 @@ class AgentProcess:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "node_agent"], cwd=REPO, env=self.env, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, start_new_session=True, umask=self.umask,
         )
         return self
 

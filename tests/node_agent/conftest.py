@@ -113,7 +113,8 @@ def launch(request):
 
     def _launch(plane: FakeControlPlane, pool: str, *, slots: int = 2, env: dict | None = None,
                 node_id: int | None = None, join_code: str | None = None, wait_session: bool = True,
-                health: str = "off", workspace: Path | None = None, credential: Path | None = None):
+                health: str = "off", workspace: Path | None = None, credential: Path | None = None,
+                umask: int = -1):
         if node_id is None:
             node_id, join_code = plane.register_node(pool)
         if workspace is None:
@@ -137,7 +138,7 @@ def launch(request):
         full_env.update(env or {})
         logdir = _private_dir("kece-agentlog-", 0o700)
         folders.append(logdir)
-        agent = AgentProcess(full_env, logdir).start()
+        agent = AgentProcess(full_env, logdir, umask=umask).start()
         agent.node_id = node_id
         agent.credential = credential
         agent.workspace = workspace

@@ -141,9 +141,18 @@ class _Starter:
         self.stopping = False
         self.stop_requested = threading.Event()
         self.ran = []
+        self.released = []
 
     def worker(self, jr):
         self.ran.append((jr.job_id, jr.lease_epoch))
+
+    def release(self, jr):
+        self.released.append((jr.job_id, jr.lease_epoch))
+
+    def _forget(self, jr):
+        with self.lock:
+            if self.jobs.get(jr.job_id) is jr:
+                del self.jobs[jr.job_id]
 
 
 def test_a_lease_sent_again_is_not_run_twice():
@@ -155,6 +164,16 @@ def test_a_lease_sent_again_is_not_run_twice():
     for jr in agent.jobs.values():
         jr.thread.join(5)
     assert agent.ran == [(7, 2)]
+
+
+def test_a_job_that_gets_no_thread_is_given_back_and_frees_its_slot(monkeypatch):
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    agent = _Starter()
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    agent.start_job(job(7, lease=2), agent.session, received=0.0)
+    assert agent.released == [(7, 2)] and agent.jobs == {} and agent.ran == []
 
 
 class _Recorder:

@@ -7,6 +7,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -66,6 +67,35 @@ def test_it_stops_with_a_clear_message_when_the_join_code_is_refused(plane, laun
     assert agent.wait(60) == 4
     assert "join code was refused" in agent.logs()
     assert "Traceback" not in agent.logs()
+
+
+def test_under_the_systemd_units_umask_the_agent_starts_judges_and_self_checks(plane, launch):
+    need_pool("python")
+    # deploy/systemd/kece-agent@.service: UMask=0077. The sandbox user must still reach each box.
+    node_id, code = plane.register_node("python", desired_state="PENDING_VERIFICATION")
+    agent, _ = launch(plane, "python", node_id=node_id, join_code=code, umask=0o077)
+    diag = plane.add_job(pool="python", source=None, kind="DIAGNOSTIC", node_id=node_id)
+    checks = {c["name"]: c for c in verdict_of(plane, diag, timeout=60)["checks"]}
+    assert all(c["ok"] for c in checks.values()), checks
+    with plane.lock:
+        plane.nodes[node_id].desired_state = "ENABLED"
+        plane.changed.notify_all()
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
+    assert agent.alive()
+
+
+def test_a_run_folder_that_cannot_be_made_is_an_infra_error_and_a_removed_runs_folder_comes_back(plane, launch):
+    need_pool("python")
+    agent, _ = launch(plane, "python", slots=1)
+    runs = agent.workspace / "runs"
+    shutil.rmtree(runs)  # an operator's cleanup
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
+    shutil.rmtree(runs)
+    runs.write_text("not a folder")
+    job = plane.wait_settled(plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES), timeout=60)
+    assert job.state == "FAILED" and {r["error"] for r in job.results} == {"workspace_error"}, job.results
+    runs.unlink()
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
 
 
 def test_a_corrupted_artifact_is_an_infra_error_never_a_verdict(plane, launch):
