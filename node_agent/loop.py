@@ -254,8 +254,21 @@ class Agent:
             # A long-poll claim cannot be interrupted; what it brings after the stop is
             # given back at once (start_job releases it). Wait for it within the grace period.
             claim.join(timeout=max(0.0, end - time.monotonic()) + 0.5)
+            if claim.is_alive():
+                self._end_open_claim()
         log.event(logger, logging.INFO, "stopped", released=len(to_release))
         return EXIT_OK if self.fatal is None else self.fatal.exit_code
+
+    def _end_open_claim(self) -> None:
+        """A long poll still open as the agent leaves would lease jobs to no one, and they would
+        wait out their leases. A new session ends it: the server answers the poll
+        `session_superseded` and releases at once whatever it had leased."""
+        try:
+            self.client.open_session(runtime_spec=self.config.runtime_spec, local_slots=self.config.local_slots)
+            log.event(logger, logging.INFO, "the claim still open at the stop was ended with a new session")
+        except (ApiError, TransportError) as exc:
+            log.event(logger, logging.WARNING, "the claim still open at the stop could not be ended",
+                      error=str(exc)[:200])
 
     def _jobs(self) -> list[JobRun]:
         with self.lock:

@@ -85,6 +85,7 @@ class FakeControlPlane:
         self.log: list[tuple[str, str, int]] = []
         self.carried_claims = 0  # result posts that carried the next claim
         self.carried_jobs = 0  # jobs leased through them
+        self.claims_open = 0  # long polls being waited on
         self.downloads_under_way = 0
         self.most_downloads_at_once = 0
         # When set, a download is answered only once this many are under way together (or,
@@ -453,18 +454,23 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiFault(400, "invalid", "freeSlots/waitMs")
             epoch = node.session_epoch
             end = time.monotonic() + min(wait_ms, p.claim_wait_ms) / 1000
-            while True:
-                if node.session_epoch != epoch:
-                    raise ApiFault(409, "session_superseded")
-                ready = p._lease(node, free, body.get("inlineSource") is True)
-                if ready:
-                    answer = {"jobs": ready, "desiredState": node.desired_state}
-                    break
-                left = end - time.monotonic()
-                if left <= 0:
-                    answer = {"jobs": [], "desiredState": node.desired_state}
-                    break
-                p.changed.wait(min(left, 0.1))
+            p.claims_open += 1
+            try:
+                while True:
+                    if node.session_epoch != epoch:
+                        raise ApiFault(409, "session_superseded")
+                    ready = p._lease(node, free, body.get("inlineSource") is True)
+                    if ready:
+                        answer = {"jobs": ready, "desiredState": node.desired_state}
+                        break
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        answer = {"jobs": [], "desiredState": node.desired_state}
+                        break
+                    p.changed.wait(min(left, 0.1))
+            finally:
+                p.claims_open -= 1
+                p.changed.notify_all()
         self._reply(200, answer)
 
     def _renew(self) -> None:

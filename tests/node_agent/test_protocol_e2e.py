@@ -162,6 +162,19 @@ def test_sigterm_finishes_running_work_within_the_grace_and_releases_the_rest(pl
     assert asked and not [t for t in asked if t >= stopped_at], "a stopping agent claims nothing"
 
 
+def test_a_claim_still_open_when_the_agent_stops_leases_nothing_after_it(make_plane, launch):
+    need_pool("python")
+    plane = make_plane(claim_wait_ms=20000)
+    agent, _ = launch(plane, "python", slots=1, env={"JUDGE_STOP_GRACE_MS": "1000"})
+    plane.wait_for(lambda: plane.claims_open == 1, what="a long poll")
+    agent.signal(signal.SIGTERM)
+    assert agent.wait(30) == 0
+    # The poll would have gone on for 20 s on the server, for an agent that is gone.
+    after = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    plane.wait_for(lambda: plane.claims_open == 0, what="no long poll left")
+    assert plane.jobs[after].state == "QUEUED" and not plane.jobs[after].claims, "nothing leased to a node gone"
+
+
 def test_a_superseded_session_kills_its_jobs_and_opens_a_new_session(plane, launch):
     need_pool("python")
     agent, node_id = launch(plane, "python", slots=1)
