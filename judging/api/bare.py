@@ -123,11 +123,14 @@ async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
     if answer not in done and stop_on_hangup:
         answer.cancel()
         try:
-            await answer
+            status, payload = await answer
         except asyncio.CancelledError:
-            pass
-        return
+            return
+        # The cancel came too late to stop it: a woken wait goes on to its claim
+        # (`asyncio.wait_for` returns what its inner wait had finished with instead of
+        # raising). What it leased cannot be delivered either.
+    else:
+        status, payload = await answer
     # The node hung up: whatever the answer leased cannot be delivered.
-    status, payload = await answer
     if payload.get("jobs"):
         await run_db(_release_unsent_by_header, headers, payload["jobs"])

@@ -94,6 +94,10 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
                 await asyncio.wait_for(waiter.event.wait(), timeout=remaining)
             except asyncio.TimeoutError:
                 break
+            if asyncio.current_task().cancelling():
+                # The node hung up just as the wait ended: `wait_for` then returns instead of
+                # raising, and the claim must not go on for no one.
+                raise asyncio.CancelledError
             if waiter.superseded:
                 break
             if waiter.recheck:
