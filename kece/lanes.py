@@ -22,6 +22,8 @@ import time
 from django.conf import settings
 from django.db import connection, connections
 
+from kece.errors import DomainError
+
 IDLE_PING_SECONDS = 30.0
 _thread_state = threading.local()
 
@@ -30,7 +32,9 @@ def _call_pooled(function, args, kwargs):
     """Run `function` on a lane thread, which keeps one database connection for its life.
 
     A connection idle for a while is pinged before use; a database error, escaped or
-    handled by the task, closes it (the next task reconnects).
+    handled by the task, closes it (the next task reconnects), and so does any other
+    exception but the contract's own answers (a refused credential, a lost lease: the
+    connection is fine, and a burst of them must not reconnect on every call).
     The connection is kept whatever CONN_MAX_AGE says: the lane is small and fixed, so its
     connections are too.
     """
@@ -39,12 +43,15 @@ def _call_pooled(function, args, kwargs):
         connection.close()
     try:
         return function(*args, **kwargs)
+    except DomainError:
+        raise
     except BaseException:
         connection.close()
         raise
     finally:
-        if connection.in_atomic_block or connection.needs_rollback:
-            connection.close()  # never hand a half-open transaction to the next task
+        if connection.in_atomic_block or connection.needs_rollback or \
+                (connection.connection is not None and not connection.autocommit):
+            _drop_connection()  # never hand a half-open transaction to the next task
         elif connection.errors_occurred:
             # A database error the task handled itself (a view's error answer, a 503): the
             # connection may be dead (a server restart) or never made (a connect that
@@ -52,6 +59,22 @@ def _call_pooled(function, args, kwargs):
             # answer for another read timeout, and the next task's connect is cheap.
             connection.close()
         _thread_state.last_use = time.monotonic()
+
+
+def _drop_connection() -> None:
+    """Close this thread's connection so that its next task starts on a new one. Closed
+    inside an atomic block, Django keeps the wrapper's transaction state for the block's
+    exit, which a task that left the block open never reaches: every later task on the
+    thread would then fail (a durable block \"cannot be nested\"). Reset here as `connect`
+    resets it."""
+    connection.close()
+    if connection.connection is not None:
+        connection.connection = None
+        connection.in_atomic_block = False
+        connection.savepoint_ids = []
+        connection.atomic_blocks = []
+        connection.needs_rollback = False
+        connection.closed_in_transaction = False
 
 
 def _answer(future: asyncio.Future, result, error: BaseException | None) -> None:

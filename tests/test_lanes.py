@@ -122,3 +122,61 @@ def test_a_forked_child_gets_threads_of_its_own(lane):
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+def _connection_id() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT CONNECTION_ID()" if connection.vendor == "mysql" else "SELECT 1")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_that_leaves_a_transaction_open_does_not_break_the_next_task_on_its_thread(lane, settings):
+    from django.db import connection, transaction
+
+    from judging.models import JudgeJob
+
+    settings.KECE_TEST_LANE_THREADS = 1
+
+    def leave_open():
+        transaction.atomic().__enter__()
+        JudgeJob.objects.exists()
+
+    def durable_work():
+        with transaction.atomic(durable=True):
+            return JudgeJob.objects.count(), connection.in_atomic_block
+
+    async def call():
+        await lane.run(leave_open)
+        return await lane.run(durable_work)
+
+    assert asyncio.run(call()) == (0, True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_keeps_the_connection_and_a_crash_does_not(lane, settings):
+    from kece.errors import LeaseLost
+
+    settings.KECE_TEST_LANE_THREADS = 1
+
+    def refuse():
+        _connection_id()
+        raise LeaseLost("the lease is gone")
+
+    def crash():
+        _connection_id()
+        raise KeyError("a bug")
+
+    async def call():
+        first = await lane.run(_connection_id)
+        with pytest.raises(LeaseLost):
+            await lane.run(refuse)
+        kept = await lane.run(_connection_id)
+        with pytest.raises(KeyError):
+            await lane.run(crash)
+        return first, kept, await lane.run(_connection_id)
+
+    first, kept, after_crash = asyncio.run(call())
+    assert kept == first and after_crash != first
