@@ -44,11 +44,12 @@ class NodeAuth:
     session_open: bool
     desired_state: str
     credential_digest: str
+    runtime_spec: str = ""
 
     @classmethod
     def of(cls, node) -> "NodeAuth":
         return cls(node.pk, node.pool, node.host_group_id, node.session_epoch, node.session_open,
-                   node.desired_state, node.credential_digest)
+                   node.desired_state, node.credential_digest, node.runtime_spec)
 
     def identity(self, session_epoch: int) -> NodeIdentity:
         return NodeIdentity(self.node_id, self.credential_digest, session_epoch, self.host_group_id)

@@ -11,8 +11,10 @@ arriving while the pool may have work (a hint came, or the last check found jobs
 once; otherwise the next hint or check wakes it. A hint that finds every waiter awake
 (claiming) makes no check: each of them looks once more after its claim. The fallback
 covers lost hints, a Redis outage and backoffs that run out. A check counts the
-pool's claimable jobs and wakes that many waiters (and the node a bound diagnostic job is
-for); only woken waiters run a claim transaction. At most one check per pool is in
+pool's claimable jobs and wakes that many waiters of each job's runtime spec (and the node
+a bound diagnostic job is for): in a rollout, a job only the new runtime may take does not
+wake the old runtime's nodes to claim for nothing. Only woken waiters run a claim
+transaction. At most one check per pool is in
 flight; hints arriving meanwhile fold into one more check after it.
 
 The Redis subscription also carries node changes, which drop cached identities
@@ -29,7 +31,7 @@ lane (`kece.asgi`).
 import asyncio
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from django.conf import settings
 from django.utils import timezone
@@ -46,20 +48,23 @@ async def run_db(function, *args, **kwargs):
 
 
 def claimable_in_pool(pool: str, limit: int) -> list:
-    """Bound-node ids (None for ordinary jobs) of up to `limit` claimable jobs of `pool`."""
+    """(bound node id or None, runtime spec) of up to `limit` claimable jobs of `pool`."""
     from judging.models import JobState, JudgeJob
 
     return list(
         JudgeJob.objects.filter(pool=pool, state=JobState.QUEUED, available_at__lte=timezone.now())
-        .order_by("claim_key", "id").values_list("bound_node_id", flat=True)[:limit]
+        .order_by("claim_key", "id").values_list("bound_node_id", "runtime_spec")[:limit]
     )
 
 
 class Waiter:
-    __slots__ = ("node_id", "event", "superseded", "rewake", "recheck")
+    __slots__ = ("node_id", "runtime_spec", "event", "superseded", "rewake", "recheck")
 
-    def __init__(self, node_id: int):
+    def __init__(self, node_id: int, runtime_spec: str | None = None):
         self.node_id = node_id
+        # A claim takes only jobs of its node's runtime spec: a job of another spec (a
+        # rollout) must not wake it for nothing. None: any.
+        self.runtime_spec = runtime_spec
         self.event = asyncio.Event()
         self.superseded = False
         # The node changed (new session, revoke, state): re-read who it is before answering.
@@ -120,14 +125,14 @@ class PoolWaiters:
 
     # --- waiters --------------------------------------------------------------------------
 
-    def register(self, pool: str, node_id: int) -> Waiter:
+    def register(self, pool: str, node_id: int, runtime_spec: str | None = None) -> Waiter:
         """Register a waiter; an earlier waiter of the same node is ended (superseded)."""
         state = self.pools.setdefault(pool, _Pool())
         earlier = state.waiters.pop(node_id, None)
         if earlier is not None:
             earlier.superseded = True
             earlier.event.set()
-        waiter = Waiter(node_id)
+        waiter = Waiter(node_id, runtime_spec)
         state.waiters[node_id] = waiter
         self._ensure_background(pool, state)
         if state.maybe_work:
@@ -206,29 +211,37 @@ class PoolWaiters:
                     break
                 self.checks += 1
                 try:
-                    bound = await run_db(claimable_in_pool, pool, len(waiting) + 8)
+                    found = await run_db(claimable_in_pool, pool, len(waiting) + 8)
                 except Exception as exc:  # the database is down: the fallback tick retries
                     logger.warning("pool check failed", extra={"pool": pool, "error": str(exc)})
                     break
-                state.maybe_work = bool(bound) or state.check_again
-                self._wake(state, bound)
+                state.maybe_work = bool(found) or state.check_again
+                self._wake(state, found)
                 if not state.check_again:
                     break
         finally:
             state.check_running = False
 
     @staticmethod
-    def _wake(state: _Pool, bound: list) -> None:
-        ordinary = sum(1 for node_id in bound if node_id is None)
-        for node_id in {n for n in bound if n is not None}:
+    def _wake(state: _Pool, found: list) -> None:
+        """Wake the node each bound job is for, and for each other job a waiter of its
+        runtime spec, first come first."""
+        ordinary = Counter(spec for node_id, spec in found if node_id is None)
+        for node_id in {n for n, _ in found if n is not None}:
             waiter = state.waiters.get(node_id)
             if waiter is not None:
                 waiter.wake()
         for waiter in list(state.waiters.values()):
-            if ordinary <= 0:
+            if not ordinary:
                 break
+            spec = waiter.runtime_spec if waiter.runtime_spec in ordinary else None
+            if spec is None and waiter.runtime_spec is not None:
+                continue  # nothing of its spec is waiting
+            spec = spec or next(iter(ordinary))
             waiter.wake()
-            ordinary -= 1
+            ordinary[spec] -= 1
+            if not ordinary[spec]:
+                del ordinary[spec]
 
     # --- background: fallback poll and the Redis subscription --------------------------------
 

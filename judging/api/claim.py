@@ -83,7 +83,7 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
         jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source=inline_source)
         return {"jobs": jobs, "desiredState": desired_state}
     pools = registry()
-    waiter = pools.register(auth.pool, auth.node_id)
+    waiter = pools.register(auth.pool, auth.node_id, auth.runtime_spec)
     deadline = time.monotonic() + wait_ms / 1000
     try:
         while True:

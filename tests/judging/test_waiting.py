@@ -73,7 +73,7 @@ def test_a_hint_while_some_waiter_sleeps_checks_and_wakes_one_waiter_a_job(claim
             pools.requeue("python", waiter)  # their claims found nothing
         assert not first.event.is_set() and not second.event.is_set()
 
-        claimable["jobs"] = [None]  # one ordinary job committed
+        claimable["jobs"] = [(None, "python-r1")]  # one ordinary job committed
         pools.hint("python")
         await asyncio.wait_for(first.event.wait(), 10)
         await settled(pools)
@@ -82,10 +82,25 @@ def test_a_hint_while_some_waiter_sleeps_checks_and_wakes_one_waiter_a_job(claim
 
         # While the first claims it, a second job's hint finds a sleeper: a check, which
         # counts the first job still unclaimed and so wakes the second waiter too.
-        claimable["jobs"] = [None, None]
+        claimable["jobs"] = [(None, "python-r1"), (None, "python-r1")]
         pools.hint("python")
         await asyncio.wait_for(second.event.wait(), 10)
         await settled(pools)
         assert claimable["looked"] == 2
+
+    run(scenario)
+
+
+def test_a_job_of_another_runtime_spec_wakes_no_waiter_of_this_one(claimable):
+    async def scenario(pools):
+        old, new = pools.register("python", 1, "python-r1"), pools.register("python", 2, "python-r2")
+        for waiter in (old, new):
+            pools.requeue("python", waiter)  # their claims found nothing
+        # A rollout: a job only the new runtime may take, ahead of the old runtime's waiter.
+        claimable["jobs"] = [(None, "python-r2")]
+        pools.hint("python")
+        await asyncio.wait_for(new.event.wait(), 10)
+        await settled(pools)
+        assert not old.event.is_set(), "the old runtime's node would claim for nothing"
 
     run(scenario)
