@@ -24,12 +24,17 @@ from judging.auth import bearer_secret, lookup_for_waiting, parse_session
 logger = logging.getLogger("kece.node_api")
 
 
+def _not_json(name: str):
+    # Python's decoder takes NaN and Infinity, which JSON has not (DRF's parser refuses them).
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_json(body: bytes, serializer_class, fast=None) -> dict:
     """The validated body; `fast(data)` may answer first for plainly valid input."""
     if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise TooLarge()
     try:
-        data = json.loads(body.decode("utf-8") or "null")
+        data = json.loads(body.decode("utf-8") or "null", parse_constant=_not_json)
     except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
         raise Invalid(f"Malformed JSON: {exc}") from exc
     except RecursionError:

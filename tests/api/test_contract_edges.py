@@ -103,6 +103,18 @@ def test_a_number_too_long_to_convert_is_malformed_on_the_hot_calls_too(server):
 
 
 @pytest.mark.mariadb
+def test_nan_and_infinity_are_not_json_on_the_hot_calls_either(server):
+    node, _ = make_node(pool="python")
+    bodies = {"jobs/claim": '{"freeSlots": 0, "x": NaN}',
+              "jobs/1/result": '{"leaseEpoch": 1, "outcome": "INFRA_ERROR", "error": "x", "message": Infinity}',
+              "jobs/renew": '{"leases": [], "x": -Infinity}'}
+    for path, body in bodies.items():
+        answer = requests.post(server.url + INTERNAL + path, data=body, timeout=10,
+                               headers={**node_headers(node), "Content-Type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]) == (400, "invalid"), path
+
+
+@pytest.mark.mariadb
 def test_a_string_that_is_not_valid_unicode_is_malformed_wherever_it_is(server):
     node, _ = make_node(pool="python")
     heartbeat = ('{"agentVersion": "t", "runtimeSpec": "python-r1", "localSlots": 4, "running": 0,'
