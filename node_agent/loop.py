@@ -243,7 +243,7 @@ class Agent:
         end = time.monotonic() + grace
         while self._jobs() and time.monotonic() < end and self.fatal is None:
             time.sleep(0.1)
-        to_release = [jr for jr in self._jobs() if jr.abort("stopping")]
+        to_release = stopped_to_release(self._jobs())
         self._join_workers(to_release, 15)
         for jr in to_release:
             self.release(jr)
@@ -891,6 +891,13 @@ class Agent:
             except TransportError as exc:
                 jr.log.warning("release failed", error=str(exc)[:200])
             time.sleep(0.5 * (attempt + 1))
+
+
+def stopped_to_release(jobs: list[JobRun]) -> list[JobRun]:
+    """Stop each running job; those this stop ended are given back (RELEASED). Not one
+    already ended otherwise: a job past its time limit posts its own INFRA_ERROR, a lost
+    lease has nothing to give back, and a result being posted is left to its post."""
+    return [jr for jr in jobs if jr.abort("stopping") and jr.drop_reason == "stopping"]
 
 
 def _workspace_ok(workspace: Path) -> bool:

@@ -176,6 +176,14 @@ def test_a_job_that_gets_no_thread_is_given_back_and_frees_its_slot(monkeypatch)
     assert agent.released == [(7, 2)] and agent.jobs == {} and agent.ran == []
 
 
+def test_a_stop_gives_back_only_the_jobs_it_ended():
+    running, timed_out, posting = (JobRun(job(n), 1, 0.0, 900) for n in (1, 2, 3))
+    timed_out.abort("job_timeout")  # the watchdog: its worker posts INFRA_ERROR job_timeout
+    assert posting.begin_post()
+    assert loop.stopped_to_release([running, timed_out, posting]) == [running]
+    assert timed_out.drop_reason == "job_timeout" and posting.state == "posting"
+
+
 class _Recorder:
     def __init__(self):
         self.waits = []
