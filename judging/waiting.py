@@ -43,6 +43,10 @@ from kece.lanes import NODE as NODE_LANE
 logger = logging.getLogger("kece.waiting")
 
 
+# A subscription that held this long before it was lost starts its retries from the shortest wait.
+HEALTHY_SUBSCRIPTION_S = 30.0
+
+
 async def run_db(function, *args, **kwargs):
     return await NODE_LANE.run(function, *args, **kwargs)
 
@@ -268,15 +272,20 @@ class PoolWaiters:
             # A new client each time round: through Sentinel it asks again which server is the
             # primary, so a failover ends this subscription and the next one is on the new primary.
             client = redis_clients.async_client(socket_connect_timeout=1)
+            subscribed_at = None
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.psubscribe(wakeups.CHANNEL_PREFIX + "*")
+                    subscribed_at = self.loop.time()
                     # Messages lost while unsubscribed may include node changes: forget
-                    # cached identities once.
+                    # cached identities once, and have the waiting claims read theirs again
+                    # when they wake.
                     from judging.auth import auth_cache
 
                     auth_cache.clear()
-                    delay = 0.5
+                    for state in self.pools.values():
+                        for waiter in state.waiters.values():
+                            waiter.recheck = True
                     # A hint published while we were not subscribed is lost: check every
                     # pool once now that we are.
                     for pool in list(self.pools):
@@ -301,6 +310,10 @@ class PoolWaiters:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if subscribed_at is not None and self.loop.time() - subscribed_at >= HEALTHY_SUBSCRIPTION_S:
+                    delay = 0.5  # it had held for a while: a new outage, not the same one again
+                # Not reset by a subscription that is lost at once: a link that drops each one
+                # would otherwise clear the identities and check every pool twice a second.
                 logger.warning("wake-up subscription lost; falling back to polling until it returns",
                                extra={"error": str(exc), "retryInSeconds": delay})
                 await asyncio.sleep(delay)

@@ -104,3 +104,58 @@ def test_a_job_of_another_runtime_spec_wakes_no_waiter_of_this_one(claimable):
         assert not old.event.is_set(), "the old runtime's node would claim for nothing"
 
     run(scenario)
+
+
+def test_a_subscription_lost_each_time_at_once_is_retried_ever_more_slowly(monkeypatch, settings):
+    """A link that lets each subscription through and drops it at once: the retries back off
+    (each one clears every cached identity and checks every pool), and what the
+    subscription could not hear is read again by the waiting claims."""
+    import kece.redis_clients as redis_clients
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.KECE_CLAIM_FALLBACK_MS = 600_000
+    real_sleep, waits, subscriptions = asyncio.sleep, [], []
+
+    class PubSub:
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return False
+
+        async def psubscribe(self, pattern):
+            subscriptions.append(pattern)
+
+        async def get_message(self, **_kwargs):
+            raise ConnectionError("the link dropped")
+
+    class Client:
+        def pubsub(self):
+            return PubSub()
+
+        async def aclose(self):
+            pass
+
+    monkeypatch.setattr(redis_clients, "async_client", lambda **_kwargs: Client())
+
+    async def scenario(pools):
+        done = asyncio.Event()
+
+        async def sleep(seconds, *args):
+            if 0 < seconds < 60:  # the subscription's retries, not the fallback tick's 600 s
+                waits.append(seconds)
+                if len(waits) == 6:
+                    pools.listen_until = 0.0
+                    done.set()
+            await real_sleep(0)
+
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+        waiter = pools.register("python", 1)
+        pools.requeue("python", waiter)
+        await asyncio.wait_for(done.wait(), 10)
+        monkeypatch.setattr(asyncio, "sleep", real_sleep)
+        pools.unregister("python", waiter)
+        assert waiter.recheck
+
+    run(scenario)
+    assert waits[:6] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0] and len(subscriptions) >= 6
