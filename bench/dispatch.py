@@ -548,6 +548,7 @@ async def idle(base_url, count, seconds):
 def celery_worker(env: dict, prefix=(), cwd=None):
     """The Celery worker with beat, as Compose runs it; `prefix`: a command it runs under
     (a profiler); `cwd`: the checkout it runs (this one by default)."""
+    import glob
     import subprocess
     import tempfile
 
@@ -565,9 +566,9 @@ def celery_worker(env: dict, prefix=(), cwd=None):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(5)
-        for leftover in (schedule, schedule + ".db"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        # The schedule's store: one file or several (dbm.dumb's .dat, .dir and .bak).
+        for leftover in glob.glob(glob.escape(schedule) + "*"):
+            os.unlink(leftover)
 
 
 def main():
