@@ -27,6 +27,10 @@ class DomainError(Exception):
             body["fields"] = self.fields
         return body
 
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers the contract pairs with this error (Retry-After on 429 and 503)."""
+        return [] if self.retry_after is None else [("Retry-After", str(self.retry_after))]
+
 
 class Invalid(DomainError):
     pass
@@ -109,15 +113,21 @@ class TooLarge(DomainError):
 class Throttled(DomainError):
     status, code, default_detail = 429, "throttled", "Too many requests; retry later."
 
+    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int = 1):
+        super().__init__(detail, fields=fields, retry_after=retry_after)
+
 
 class Unavailable(DomainError):
     status, code, default_detail = 503, "unavailable", "A dependency is unavailable; retry later."
 
+    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int = 5):
+        super().__init__(detail, fields=fields, retry_after=retry_after)
+
 
 def error_response(error: DomainError) -> Response:
     response = Response(error.envelope(), status=error.status)
-    if error.retry_after is not None:
-        response["Retry-After"] = str(error.retry_after)
+    for name, value in error.headers():
+        response[name] = value
     return response
 
 

@@ -2,7 +2,7 @@
 post: no Django request cycle (no per-request thread, signals or middleware), the same
 error envelope and status codes as the DRF views that describe them in the schema.
 
-A call is an async function returning `(status, payload)`. If the node hangs up before
+A call is an async function returning an `Answer`, `(status, payload, headers)`. If the node hangs up before
 its answer is sent, any jobs the answer leased are released at once instead of waiting
 out their lease.
 """
@@ -13,6 +13,7 @@ import logging
 
 from django.conf import settings
 from django.utils import timezone
+from rest_framework.response import Response
 
 from judging.identity import credential_digest
 from judging.services.settle import RELEASED, SettleRequest, job_settle
@@ -51,12 +52,29 @@ def parse_json(body: bytes, serializer_class, fast=None) -> dict:
     return serializer.validated_data
 
 
-def extra_headers(status: int) -> list[tuple[str, str]]:
-    if status == 401:
-        return [("WWW-Authenticate", 'Bearer realm="kece-judgers"')]
-    if status == 503:
-        return [("Retry-After", "5")]
-    return []
+Answer = tuple[int, dict, list[tuple[str, str]]]
+
+
+def ok(payload: dict) -> Answer:
+    return 200, payload, []
+
+
+def error_answer(error: DomainError) -> Answer:
+    """The error's envelope with the headers the contract pairs with it: its own
+    Retry-After (a clock check's is not a dependency outage's), and the challenge on 401."""
+    headers = error.headers()
+    if error.status == 401:
+        headers.append(("WWW-Authenticate", 'Bearer realm="kece-judgers"'))
+    return error.status, error.envelope(), headers
+
+
+def as_response(answer: Answer) -> Response:
+    """The same answer from a DRF view (the test client, a deployment without the router)."""
+    status, payload, headers = answer
+    response = Response(payload, status=status)
+    for name, value in headers:
+        response[name] = value
+    return response
 
 
 def release_unsent(identity, jobs) -> None:
@@ -100,13 +118,13 @@ async def _wait_for_disconnect(receive):
 async def send_json(send, status: int, payload: dict, headers=()):
     body = json.dumps(payload, separators=(",", ":")).encode()
     pairs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    pairs += [(k.lower().encode(), v.encode()) for k, v in [*extra_headers(status), *headers]]
+    pairs += [(k.lower().encode(), v.encode()) for k, v in headers]
     await send({"type": "http.response.start", "status": status, "headers": pairs})
     await send({"type": "http.response.body", "body": body})
 
 
 async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
-    """Serve one POST: `await call(headers, body)` → (status, payload), sent as JSON.
+    """Serve one POST: `await call(headers, body)` → an `Answer`, sent as JSON.
 
     When the node hangs up first, a call that only waits (`stop_on_hangup`) is cancelled;
     any other call finishes (its transaction is under way) and what it leased is released.
@@ -123,19 +141,18 @@ async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
     done, _ = await asyncio.wait({answer, disconnect}, return_when=asyncio.FIRST_COMPLETED)
     if answer in done and disconnect not in done:
         disconnect.cancel()
-        status, payload = answer.result()
-        return await send_json(send, status, payload)
+        return await send_json(send, *answer.result())
     if answer not in done and stop_on_hangup:
         answer.cancel()
         try:
-            status, payload = await answer
+            _, payload, _ = await answer
         except asyncio.CancelledError:
             return
         # The cancel came too late to stop it: a woken wait goes on to its claim
         # (`asyncio.wait_for` returns what its inner wait had finished with instead of
         # raising). What it leased cannot be delivered either.
     else:
-        status, payload = await answer
+        _, payload, _ = await answer
     # The node hung up: whatever the answer leased cannot be delivered.
     if payload.get("jobs"):
         await run_db(_release_unsent_by_header, headers, payload["jobs"])

@@ -22,7 +22,6 @@ from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
-from rest_framework.response import Response
 
 from judging.api import bare
 from judging.api.node_serializers import ClaimIn, ClaimOut
@@ -48,16 +47,16 @@ async def _authenticate(authorization: str, session_header):
     return await run_db(authenticate_cached, authorization, session_header)
 
 
-async def serve_claim(*, authorization: str, session_header, body: bytes) -> tuple[int, dict]:
+async def serve_claim(*, authorization: str, session_header, body: bytes) -> bare.Answer:
     try:
         auth, session = await _authenticate(authorization, session_header)
         data = bare.parse_json(body, ClaimIn)
-        return 200, await _wait_and_claim(auth, auth.identity(session), data, authorization)
+        return bare.ok(await _wait_and_claim(auth, auth.identity(session), data, authorization))
     except DomainError as error:
-        return error.status, error.envelope()
+        return bare.error_answer(error)
     except Exception:
         logger.exception("claim failed")
-        return 503, Unavailable().envelope()
+        return bare.error_answer(Unavailable())
 
 
 async def _claim_once(identity, free_slots: int, *, inline_source: bool = False):
@@ -126,13 +125,9 @@ class ClaimView(ContractView):
         summary="Long-poll: lease up to freeSlots jobs, answering as soon as one is leased",
     )
     def post(self, request):
-        status, payload = async_to_sync(serve_claim)(
+        return bare.as_response(async_to_sync(serve_claim)(
             authorization=request.META.get("HTTP_AUTHORIZATION", ""),
-            session_header=request.META.get("HTTP_X_JUDGE_SESSION"), body=request._request.body)
-        response = Response(payload, status=status)
-        for name, value in bare.extra_headers(status):
-            response[name] = value
-        return response
+            session_header=request.META.get("HTTP_X_JUDGE_SESSION"), body=request._request.body))
 
 
 async def asgi_claim(scope, receive, send):

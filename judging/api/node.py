@@ -88,7 +88,7 @@ class ArtifactView(NodeView):
             except FileNotFoundError as exc:
                 logger.error("artifact missing from the store", extra={"job": job_id, "leaseEpoch": lease_epoch,
                                                                        "digest": digest})
-                raise Unavailable("The file is missing from the store.", retry_after=5) from exc
+                raise Unavailable("The file is missing from the store.") from exc
             response, size = _file_response(request, handle), os.fstat(handle.fileno()).st_size
         response["Content-Length"] = str(size)
         response["X-Content-SHA256"] = digest
@@ -175,10 +175,10 @@ async def asgi_artifact(scope, receive, send, job_id: int, digest: str, view) ->
     except _ViewAnswers:
         return await view(scope, receive, send)
     except DomainError as error:
-        return await bare.send_json(send, error.status, error.envelope())
+        return await bare.send_json(send, *bare.error_answer(error))
     except Exception:
         logger.exception("artifact download failed", extra={"job": job_id})
-        return await bare.send_json(send, 503, Unavailable().envelope())
+        return await bare.send_json(send, *bare.error_answer(Unavailable()))
     try:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode()),

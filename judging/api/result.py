@@ -18,7 +18,6 @@ import logging
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
-from rest_framework.response import Response
 
 from judging.api import bare
 from judging.api import node_serializers as s
@@ -65,8 +64,8 @@ def _settled_with_claim(identity, auth, request: SettleRequest, free_slots: int,
     return {"status": status, "jobs": jobs, "desiredState": desired_state}
 
 
-def serve_result(*, authorization: str, session_header, job_id: int, body: bytes) -> tuple[int, dict]:
-    """Authenticate, settle, and lease the carried claim; (status, payload). Runs on a
+def serve_result(*, authorization: str, session_header, job_id: int, body: bytes) -> bare.Answer:
+    """Authenticate, settle, and lease the carried claim. Runs on a
     database pool thread (or the request thread of the DRF view)."""
     try:
         auth, session = authenticate_cached(authorization, session_header)
@@ -75,13 +74,13 @@ def serve_result(*, authorization: str, session_header, job_id: int, body: bytes
         request = _settle_request(job_id, data)
         if "claim" in data:
             claim = data["claim"]
-            return 200, _settled_with_claim(identity, auth, request, claim["freeSlots"], claim["inlineSource"])
-        return 200, {"status": job_settle(identity=identity, request=request, now=timezone.now())}
+            return bare.ok(_settled_with_claim(identity, auth, request, claim["freeSlots"], claim["inlineSource"]))
+        return bare.ok({"status": job_settle(identity=identity, request=request, now=timezone.now())})
     except DomainError as error:
-        return error.status, error.envelope()
+        return bare.error_answer(error)
     except Exception:
         logger.exception("result failed", extra={"job": job_id})
-        return 503, Unavailable().envelope()
+        return bare.error_answer(Unavailable())
 
 
 class ResultView(ContractView):
@@ -92,13 +91,9 @@ class ResultView(ContractView):
                    auth=[{"nodeCredential": []}],
                    summary="Post the outcome of a lease: JUDGED, INFRA_ERROR or RELEASED")
     def post(self, request, job_id: int):
-        status, payload = serve_result(
+        return bare.as_response(serve_result(
             authorization=request.META.get("HTTP_AUTHORIZATION", ""),
-            session_header=request.META.get("HTTP_X_JUDGE_SESSION"), job_id=job_id, body=request._request.body)
-        response = Response(payload, status=status)
-        for name, value in bare.extra_headers(status):
-            response[name] = value
-        return response
+            session_header=request.META.get("HTTP_X_JUDGE_SESSION"), job_id=job_id, body=request._request.body))
 
 
 async def asgi_result(scope, receive, send, job_id: int):

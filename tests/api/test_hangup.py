@@ -32,7 +32,7 @@ def test_a_wait_that_goes_on_after_its_node_hung_up_gives_back_what_it_leased(mo
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             pass
-        return 200, {"jobs": [{"jobId": 7, "leaseEpoch": 2}], "desiredState": "ENABLED"}
+        return bare.ok({"jobs": [{"jobId": 7, "leaseEpoch": 2}], "desiredState": "ENABLED"})
 
     scope = {"type": "http", "method": "POST", "headers": [(b"authorization", b"Bearer x")]}
     asyncio.run(bare.serve(scope, receive, send, claim, stop_on_hangup=True))

@@ -102,6 +102,12 @@ def test_a_server_minutes_ahead_neither_grants_nor_reaps_a_lease(problem, tmp_pa
                                headers=headers, timeout=30)
         assert answer.status_code == 503 and answer.json()["error"] == "unavailable"
         assert "off the database's" in answer.json()["detail"]
+        # The wait is the clock check's (100 ms, so a second), not a dependency outage's.
+        assert answer.headers["Retry-After"] == "1"
+        own = {"Authorization": f"Bearer {node.secret}", "X-Judge-Session": str(node.session_epoch)}
+        result = requests.post(ahead.url + INTERNAL + f"jobs/{held.pk}/result", headers=own, timeout=30, json={
+            "leaseEpoch": held.lease_epoch, "outcome": "RELEASED"})
+        assert (result.status_code, result.json()["error"], result.headers["Retry-After"]) == (503, "unavailable", "1")
         _wait_for_line(log, "reaper paused")  # its reaper ran, and stood back
         row = JudgeJob.objects.get(pk=held.pk)
         assert (row.state, row.lease_epoch, row.node_id) == (JobState.RUNNING, held.lease_epoch, node.pk), \
