@@ -12,8 +12,10 @@ once; otherwise the next hint or check wakes it. A hint that finds every waiter 
 (claiming) makes no check: each of them looks once more after its claim. The fallback
 covers lost hints, a Redis outage and backoffs that run out. A check counts the
 pool's claimable jobs and wakes that many waiters of each job's runtime spec (and the node
-a bound diagnostic job is for): in a rollout, a job only the new runtime may take does not
-wake the old runtime's nodes to claim for nothing. Only woken waiters run a claim
+a bound diagnostic job is for), passing by the node a job just failed on while the claim
+does: in a rollout, a job only the new runtime may take does not wake the old runtime's
+nodes to claim for nothing, nor does a retry wake the node it is avoiding and leave the
+others asleep until the next tick. Only woken waiters run a claim
 transaction. At most one check per pool is in
 flight; hints arriving meanwhile fold into one more check after it.
 
@@ -31,12 +33,14 @@ lane (`kece.asgi`).
 import asyncio
 import logging
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
+from typing import NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
 
 from judging import wakeups
+from judging.timing import claim_wait
 import kece.metrics as metrics
 from kece.lanes import NODE as NODE_LANE
 
@@ -51,14 +55,24 @@ async def run_db(function, *args, **kwargs):
     return await NODE_LANE.run(function, *args, **kwargs)
 
 
-def claimable_in_pool(pool: str, limit: int) -> list:
-    """(bound node id or None, runtime spec) of up to `limit` claimable jobs of `pool`."""
+class Claimable(NamedTuple):
+    """A claimable job as a pool check sees it: who may take it."""
+    bound_node_id: int | None  # a diagnostic job's node; None: any node of the spec
+    runtime_spec: str
+    avoid_node_id: int | None = None  # the node it just failed on, while the pool's others go first
+
+
+def claimable_in_pool(pool: str, limit: int) -> list[Claimable]:
+    """Up to `limit` claimable jobs of `pool`, in claim order."""
     from judging.models import JobState, JudgeJob
 
-    return list(
-        JudgeJob.objects.filter(pool=pool, state=JobState.QUEUED, available_at__lte=timezone.now())
-        .order_by("claim_key", "id").values_list("bound_node_id", "runtime_spec")[:limit]
-    )
+    now = timezone.now()
+    avoided_until = now - claim_wait()  # as the claim's `_claimable` judges it
+    rows = (JudgeJob.objects.filter(pool=pool, state=JobState.QUEUED, available_at__lte=now)
+            .order_by("claim_key", "id").values_list("bound_node_id", "runtime_spec", "avoid_node_id",
+                                                      "available_at")[:limit])
+    return [Claimable(bound, spec, avoid if avoid is not None and available > avoided_until else None)
+            for bound, spec, avoid, available in rows]
 
 
 class Waiter:
@@ -227,25 +241,31 @@ class PoolWaiters:
             state.check_running = False
 
     @staticmethod
-    def _wake(state: _Pool, found: list) -> None:
-        """Wake the node each bound job is for, and for each other job a waiter of its
-        runtime spec, first come first."""
-        ordinary = Counter(spec for node_id, spec in found if node_id is None)
-        for node_id in {n for n, _ in found if n is not None}:
+    def _wake(state: _Pool, found: list[Claimable]) -> None:
+        """Wake the node each bound job is for, and for each other job, first come first, a
+        waiter that may take it: of its runtime spec, and not the node it is avoiding."""
+        for node_id in {job.bound_node_id for job in found if job.bound_node_id is not None}:
             waiter = state.waiters.get(node_id)
             if waiter is not None:
                 waiter.wake()
+        by_spec: dict[str, list[Claimable]] = {}
+        for job in found:
+            if job.bound_node_id is None:
+                by_spec.setdefault(job.runtime_spec, []).append(job)
         for waiter in list(state.waiters.values()):
-            if not ordinary:
+            if not by_spec:
                 break
-            spec = waiter.runtime_spec if waiter.runtime_spec in ordinary else None
-            if spec is None and waiter.runtime_spec is not None:
-                continue  # nothing of its spec is waiting
-            spec = spec or next(iter(ordinary))
-            waiter.wake()
-            ordinary[spec] -= 1
-            if not ordinary[spec]:
-                del ordinary[spec]
+            specs = [waiter.runtime_spec] if waiter.runtime_spec is not None else list(by_spec)
+            for spec in specs:
+                jobs = by_spec.get(spec, ())
+                index = next((i for i, job in enumerate(jobs) if job.avoid_node_id != waiter.node_id), None)
+                if index is None:
+                    continue
+                waiter.wake()
+                del jobs[index]
+                if not jobs:
+                    del by_spec[spec]
+                break
 
     # --- background: fallback poll and the Redis subscription --------------------------------
 

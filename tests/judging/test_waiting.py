@@ -73,7 +73,7 @@ def test_a_hint_while_some_waiter_sleeps_checks_and_wakes_one_waiter_a_job(claim
             pools.requeue("python", waiter)  # their claims found nothing
         assert not first.event.is_set() and not second.event.is_set()
 
-        claimable["jobs"] = [(None, "python-r1")]  # one ordinary job committed
+        claimable["jobs"] = [waiting.Claimable(None, "python-r1")]  # one ordinary job committed
         pools.hint("python")
         await asyncio.wait_for(first.event.wait(), 10)
         await settled(pools)
@@ -82,7 +82,7 @@ def test_a_hint_while_some_waiter_sleeps_checks_and_wakes_one_waiter_a_job(claim
 
         # While the first claims it, a second job's hint finds a sleeper: a check, which
         # counts the first job still unclaimed and so wakes the second waiter too.
-        claimable["jobs"] = [(None, "python-r1"), (None, "python-r1")]
+        claimable["jobs"] = [waiting.Claimable(None, "python-r1"), waiting.Claimable(None, "python-r1")]
         pools.hint("python")
         await asyncio.wait_for(second.event.wait(), 10)
         await settled(pools)
@@ -97,7 +97,7 @@ def test_a_job_of_another_runtime_spec_wakes_no_waiter_of_this_one(claimable):
         for waiter in (old, new):
             pools.requeue("python", waiter)  # their claims found nothing
         # A rollout: a job only the new runtime may take, ahead of the old runtime's waiter.
-        claimable["jobs"] = [(None, "python-r2")]
+        claimable["jobs"] = [waiting.Claimable(None, "python-r2")]
         pools.hint("python")
         await asyncio.wait_for(new.event.wait(), 10)
         await settled(pools)
@@ -159,3 +159,47 @@ def test_a_subscription_lost_each_time_at_once_is_retried_ever_more_slowly(monke
 
     run(scenario)
     assert waits[:6] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0] and len(subscriptions) >= 6
+
+
+def test_a_job_a_node_just_failed_wakes_another_node_of_the_pool_not_that_one(claimable):
+    async def scenario(pools):
+        failed, other = pools.register("python", 1, "python-r1"), pools.register("python", 2, "python-r1")
+        for waiter in (failed, other):
+            pools.requeue("python", waiter)  # their claims found nothing
+        # The first in line is the node the job just failed on: its claim would pass the job by.
+        claimable["jobs"] = [waiting.Claimable(None, "python-r1", avoid_node_id=1)]
+        pools.hint("python")
+        await asyncio.wait_for(other.event.wait(), 10)
+        await settled(pools)
+        assert not failed.event.is_set(), "the node the job avoids would claim for nothing, the other sleep on"
+
+    run(scenario)
+
+
+@pytest.mark.mariadb
+@pytest.mark.django_db
+def test_a_pool_check_sees_whom_a_job_avoids_for_as_long_as_the_claim_does(problem, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.models import JudgeJob
+    from tests.factories import HostGroupFactory, UserFactory, make_node
+    from tests.judging.helpers import claim, infra_error, settle, submit
+
+    group = HostGroupFactory(total_slots=8)
+    (failing, failing_id), _second = (make_node(pool="python", name=name, host_group=group)
+                                      for name in ("failing", "second"))
+    submit(UserFactory(), problem)
+    [job] = claim(failing_id)
+    settle(failing_id, infra_error(job, error="sandbox_crashed"))
+    now = timezone.now()
+    JudgeJob.objects.filter(pk=job.pk).update(available_at=now, claim_key=now)  # its retry is due
+    assert waiting.claimable_in_pool("python", 10) == [waiting.Claimable(None, job.runtime_spec, failing.pk)]
+    [free] = claim(_second[1])  # the other node takes it, as the wake-up asked
+    assert free.pk == job.pk
+
+    settle(_second[1], infra_error(free, error="sandbox_crashed"))
+    past = timezone.now() - timedelta(milliseconds=settings.KECE_CLAIM_WAIT_MS + 1000)
+    JudgeJob.objects.filter(pk=job.pk).update(available_at=past, claim_key=past)  # due for a claim wait
+    assert waiting.claimable_in_pool("python", 10) == [waiting.Claimable(None, job.runtime_spec, None)]

@@ -85,7 +85,7 @@ def test_a_dead_redis_link_is_noticed_the_server_stays_responsive_and_wake_ups_c
             # The process still answers while the link is down (no spinning on the dead socket).
             assert in_loop(lambda: "answered") == "answered"
 
-        jobs.append((None, "python-r1"))  # a job committed while the link was down, its hint lost
+        jobs.append(waiting.Claimable(None, "python-r1"))  # a job committed while the link was down, its hint lost
         wait_until(waiter.event.is_set, timeout=30,
                    message="the waiter was not woken once the link to Redis came back")
         wait_until(lambda: probe.pubsub_numpat() >= 1, timeout=10, message="the registry subscribed again")
