@@ -96,6 +96,16 @@ def _release_unsent_by_header(headers: dict, jobs) -> None:
         release_unsent(auth.identity(session), jobs)
 
 
+def header_map(scope) -> dict[str, str]:
+    """The request's headers by lower-case name; a repeated header's copies joined with
+    commas, as Django's ASGI handler joins them (two credentials are then none)."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", []):
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]},{value}" if name in headers else value
+    return headers
+
+
 async def _read_body(receive) -> bytes | None:
     """The whole body, None if the client hung up (`kece.bodies` holds it to the limit)."""
     body = bytearray()
@@ -129,7 +139,7 @@ async def serve(scope, receive, send, call, *, stop_on_hangup: bool):
     When the node hangs up first, a call that only waits (`stop_on_hangup`) is cancelled;
     any other call finishes (its transaction is under way) and what it leased is released.
     """
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    headers = header_map(scope)
     if scope["method"] != "POST":
         return await send_json(send, 405, {"error": "method_not_allowed", "detail": "Use POST."}, [("Allow", "POST")])
     body = await _read_body(receive)

@@ -162,7 +162,7 @@ async def asgi_artifact(scope, receive, send, job_id: int, digest: str, view) ->
     Authentication, the lease check, opening the file and reading its first chunk are one
     hop to a lane thread (a file of at most one chunk, as most are, needs no other): each
     hop costs the event loop and the thread a wake-up."""
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    headers = bare.header_map(scope)
     if scope["method"] != "GET" or not artifacts.is_digest(digest):
         return await view(scope, receive, send)
     try:

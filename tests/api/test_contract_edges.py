@@ -160,3 +160,20 @@ def test_a_body_declared_too_large_is_refused_before_it_is_sent(server):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 413"), answer
     assert b'"too_large"' in answer
+
+
+@pytest.mark.mariadb
+def test_a_repeated_credential_header_is_no_credential_on_the_hot_calls_as_elsewhere(server, leased_job):
+    import httpx
+
+    node, job = leased_job
+    twice = [("Authorization", "Bearer not-a-credential"), ("Authorization", f"Bearer {node.secret}"),
+             ("X-Judge-Session", str(node.session_epoch)), ("Content-Type", "application/json")]
+    bodies = {"jobs/claim": b'{"freeSlots": 1, "waitMs": 0}', "heartbeat": b"{}",
+              f"jobs/{job['jobId']}/result": b'{"leaseEpoch": %d, "outcome": "RELEASED"}' % job["leaseEpoch"]}
+    for path, body in bodies.items():
+        answer = httpx.post(server.url + INTERNAL + path, content=body, headers=twice, timeout=10)
+        assert (answer.status_code, answer.json()["error"]) == (401, "unauthenticated"), path
+    download = httpx.get(f"{server.url}{INTERNAL}jobs/{job['jobId']}/artifacts/{job['source']['digest']}",
+                         headers=[*twice, ("X-Judge-Lease", str(job["leaseEpoch"]))], timeout=10)
+    assert (download.status_code, download.json()["error"]) == (401, "unauthenticated")
