@@ -80,6 +80,12 @@ def _drop_connection() -> None:
 def _answer(future: asyncio.Future, result, error: BaseException | None) -> None:
     if future.cancelled():
         return  # the request went away; what ran is done, nobody waits for it
+    if isinstance(error, StopIteration):
+        # A future refuses StopIteration (it would end the awaiting coroutine as a return),
+        # and the caller would wait for ever: it gets what asyncio.to_thread gives instead.
+        replaced = RuntimeError("the task raised StopIteration")
+        replaced.__cause__ = error
+        error = replaced
     if error is not None:
         future.set_exception(error)
     else:

@@ -65,6 +65,9 @@ def test_errors_and_the_request_context_reach_the_caller(lane):
         assert await lane.run(request_id.get) == "r-17"
         with pytest.raises(KeyError, match="r-17"):
             await lane.run(fail)
+        # A task ending in StopIteration (a `next()` on an empty iterator) answers too.
+        with pytest.raises(RuntimeError, match="StopIteration"):
+            await asyncio.wait_for(lane.run(next, iter(())), 10)
         return await lane.run(lambda a, b=0: a + b, 2, b=3)
 
     assert asyncio.run(call()) == 5
