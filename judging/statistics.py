@@ -12,11 +12,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from judging.models import FirstAccepted, LessonPractice, PracticeBest
+from judging.models import SUBMISSION_MODELS, Exam, ExamMode, FirstAccepted, LessonPractice, PracticeBest
 from judging.system import system_user_id
 
 BOARD_SIZE = 10
@@ -27,6 +27,18 @@ SOLVED = 100  # a practice problem counts as solved at full marks
 def _practices(lesson_id: int) -> list[LessonPractice]:
     return list(LessonPractice.objects.filter(lesson_id=lesson_id, deleted_at__isnull=True).order_by("id")
                 .prefetch_related("problems"))
+
+
+def _results_not_shown(now) -> Q:
+    """First acceptances others may not learn of yet: made in an exam that has not ended
+    (each participant sees only their own standing) or in an OI exam not yet published. A
+    lesson's daily count would otherwise tell a class which verdicts an exam still hides."""
+    hidden = Exam.objects.filter(Q(ends_at__gt=now) | Q(mode=ExamMode.OI, published_at__isnull=True))
+    found = Q(pk__in=[])
+    for submission_type, model in SUBMISSION_MODELS.items():
+        in_hidden_exam = model.objects.filter(pk=OuterRef("submission_id"), exam__in=hidden)
+        found |= Q(Exists(in_hidden_exam), submission_type=submission_type)
+    return found
 
 
 def _compute(lesson_id: int, *, now) -> dict:
@@ -43,7 +55,8 @@ def _compute(lesson_id: int, *, now) -> dict:
     problem_ids = {problem.pk for practice in practices for problem in practice.problems.all()}
     since = (now - timedelta(days=DAYS - 1)).date()
     daily = dict(FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__date__gte=since)
-                 .exclude(user_id=system_user_id()).annotate(day=TruncDate("accepted_at")).values("day")
+                 .exclude(user_id=system_user_id()).exclude(_results_not_shown(now))
+                 .annotate(day=TruncDate("accepted_at")).values("day")
                  .annotate(n=Count("id")).values_list("day", "n"))
     return {
         "asOf": now.strftime("%Y-%m-%d %H:%M"),

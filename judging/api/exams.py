@@ -151,11 +151,14 @@ def result_json(exam, participant, *, viewer, now) -> dict:
     scores = {s.problem_id: s for s in ExamScore.objects.filter(exam=exam, user_id=participant.user_id)}
     shown = exams.objective_shown(exam, viewer, now=now)
     answers = {a.question_id: a.score for a in participant.answers.all()} if shown else {}
+    # Before the start the exam's problems and questions are its secret, here as on its page.
+    started = now >= exam.starts_at
     problems = [{"problemId": p.problem_id, "score": getattr(scores.get(p.problem_id), "score", 0),
                  "points": getattr(scores.get(p.problem_id), "points", 0), "maxPoints": p.points,
-                 "attempts": getattr(scores.get(p.problem_id), "attempts", 0)} for p in exam.problems.all()]
+                 "attempts": getattr(scores.get(p.problem_id), "attempts", 0)}
+                for p in (exam.problems.all() if started else ())]
     questions = [{"questionId": q.pk, "points": answers.get(q.pk), "maxPoints": q.points}
-                 for q in exam.questions.all()]
+                 for q in (exam.questions.all() if started else ())]
     return {"problems": problems, "questions": questions,
             "total": sum(p["points"] for p in problems) + (participant.objective_score if shown else 0),
             "publishedAt": iso(exam.published_at), "objectiveShown": shown}

@@ -44,7 +44,7 @@ def exam_for_submit(exam_id, *, problem, practice):
         raise Invalid("A submission belongs to a lesson practice or to an exam, not both.",
                       fields={"examId": ["not with lessonPracticeId"]})
     exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
-    if exam is None or not ExamProblem.objects.filter(exam=exam, problem=problem).exists():
+    if exam is None or problem is None or not ExamProblem.objects.filter(exam=exam, problem=problem).exists():
         raise Invalid("This exam does not exist or does not contain the problem.",
                       fields={"examId": ["unknown for this problem"]})
     return exam
@@ -77,18 +77,35 @@ def _require_open(exam, participant, *, now) -> None:
         raise ExamClosed(_REFUSALS[state])
 
 
+def not_a_participant() -> Invalid:
+    return Invalid("You are not a participant of this exam.", fields={"examId": ["not a participant"]})
+
+
+def exam_open_to(exam_id: int, *, user, now) -> None:
+    """Before anything of an exam's problems or questions is read for `user`: they take the
+    exam and it is open to them. The same refusals whatever problem or question the request
+    names, so an outsider, or a participant before the start, learns nothing of what the
+    exam holds. A plain read: the caller's locked check decides."""
+    participant = (ExamParticipant.objects.filter(exam_id=exam_id, user=user, exam__deleted_at__isnull=True)
+                   .select_related("exam").first())
+    if participant is None:
+        raise NotFound()
+    _require_open(participant.exam, participant, now=now)
+
+
 def exam_entry(exam, *, user, now):
     """Inside a submit's transaction: lock the participant and check the exam is open to
     them (not handed in, between start and end)."""
     try:
         exam, participant = _locked_participant(exam.pk, user)
     except NotFound:
-        raise Invalid("You are not a participant of this exam.", fields={"examId": ["not a participant"]}) from None
+        raise not_a_participant() from None
     _require_open(exam, participant, now=now)
     return participant
 
 
 def exam_answer_save(*, exam_id: int, question_id: int, user, choices: list, now) -> ExamAnswer:
+    exam_open_to(exam_id, user=user, now=now)
     question = ExamQuestion.objects.filter(pk=question_id, exam_id=exam_id).first()
     if question is None:
         raise NotFound()

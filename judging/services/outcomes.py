@@ -11,8 +11,8 @@ from django.db import transaction
 
 from judging import hooks
 from judging.locking import save_locked
-from judging.models import AttemptOutcome, JobAttempt, JobKind, JobState, SettlementEvent
-from judging.priority import claim_key
+from judging.models import AttemptOutcome, JobAttempt, JobKind, JobState, PriorityClass, SettlementEvent
+from judging.priority import FAIR_SHARE, class_lead
 from judging.timing import retry_backoff
 import kece.metrics as metrics
 from kece.rows import insert_many, insert_values
@@ -80,16 +80,21 @@ def _attempt_ended(job, *, now, outcome: str, error: str, message: str = "") -> 
 def requeue(job, *, now, error: str, message: str = "", refund: bool = False, delay=None) -> None:
     """Back to QUEUED, keeping the job id; the next claim raises the lease epoch."""
     _attempt_ended(job, now=now, outcome=AttemptOutcome.REQUEUED, error=error, message=message)
+    # The job keeps its place: the lead it was queued with (practice beyond its user's
+    # share, an exam participant's later turn) moves with its new due time.
+    lead = job.available_at - job.claim_key
     job.state = JobState.QUEUED
     job.available_at = now + (delay if delay is not None else retry_backoff(job.attempts))
-    job.claim_key = claim_key(job.priority_class, job.available_at)
+    job.claim_key = job.available_at - lead
+    if job.priority_class == PriorityClass.PRACTICE and lead < class_lead(PriorityClass.PRACTICE):
+        job.wait_reason = FAIR_SHARE  # the claim cleared it; the backlog figures leave it out again
     if refund:
         job.attempts = max(job.attempts - 1, 0)
     job.error = error
     job.error_message = message[:2000]
     _clear_lease(job)
     save_locked(job, [
-        "state", "available_at", "claim_key", "attempts", "error", "error_message", "node_id", "host_group_id", "avoid_node_id",
+        "state", "available_at", "claim_key", "wait_reason", "attempts", "error", "error_message", "node_id", "host_group_id", "avoid_node_id",
         "session_epoch", "lease_until", "progress_phase", "progress_testcase",
         "settled_lease_epoch", "settled_node_id", "settled_digest", "settled_status", "updated_at",
     ])

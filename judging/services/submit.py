@@ -11,7 +11,7 @@ from judging.locking import insert_under_live_parent, lock_parent
 from judging.models import (
     SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind, ProblemVisibility,
 )
-from judging.services.exams import exam_entry, exam_for_submit
+from judging.services.exams import exam_entry, exam_for_submit, exam_open_to, not_a_participant
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
 from kece.rows import insert as insert_row
@@ -19,7 +19,7 @@ from kece.rows import load_joined
 from kece.rows import shape as row_shape
 from kece.rows import update_by_pk
 import kece.metrics as metrics
-from kece.errors import ExamInProgress, Invalid, Throttled
+from kece.errors import ExamInProgress, Invalid, NotFound, Throttled
 from pools.registry import POOLS, UnsupportedLanguage, pool_for
 
 logger = logging.getLogger("kece.submit")
@@ -80,14 +80,14 @@ def _problem_to_practise(problem_id, *, user, now, admission=None) -> tuple:
     if problem is not None:
         return problem, read
     problem = _problem_for_submit(problem_id)
-    if problem is None:
+    # A problem you may not see does not exist for you, whatever exam holds it (before
+    # its start, even the exam you take).
+    if problem is None or not visibility.may_view(problem, user, now=now):
         raise _unknown_problem()
     exam = visibility.exam_keeping(problem, user, now=now)
     if exam is not None:
         raise ExamInProgress(f"This problem belongs to exam {exam.pk}, which you are taking: submit it there"
                              f" (examId {exam.pk}) until the exam ends.", fields={"examId": [str(exam.pk)]})
-    if not visibility.may_view(problem, user, now=now):
-        raise _unknown_problem()  # a problem you may not see does not exist for you
     return problem, None
 
 
@@ -155,8 +155,16 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
         named = POOLS.get(language) if priority_class == PriorityClass.PRACTICE else None
         admission = pressure.admission_columns(named.name, now=now, user_id=user.pk) if named else None
         problem, read = _problem_to_practise(problem_id, user=user, now=now, admission=admission)
-    elif (problem := _problem_for_submit(problem_id)) is None:
-        raise _unknown_problem()
+        exam = None
+    else:
+        # Who may submit, before which problem: an outsider, or a participant before the
+        # start, learns neither what the exam holds nor the languages of any problem.
+        try:
+            exam_open_to(exam_id, user=user, now=now)
+        except NotFound:
+            raise not_a_participant() from None
+        problem = _problem_for_submit(problem_id)
+        exam = exam_for_submit(exam_id, problem=problem, practice=lesson_practice_id)
     manifest = problem.current_manifest
     try:
         pool = pool_for(problem_kind=problem.kind, language=language, allowed_languages=manifest.languages)
@@ -170,7 +178,6 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if "\x00" in code:  # as the API's parser refuses it: one rule whichever way the code came
         raise Invalid("The code contains a NUL character.", fields={"code": ["contains a NUL character"]})
     practice = _validated_practice(lesson_practice_id, problem)
-    exam = exam_for_submit(exam_id, problem=problem, practice=practice)
     if exam is not None:
         # Exam work goes first and is refused only for its participant's own rate and active jobs.
         priority_class = PriorityClass.EXAM

@@ -85,6 +85,34 @@ def test_the_statistics_rank_students_count_days_and_solvers_and_are_cached(less
     assert lesson_statistics(lesson)["leaderboard"][1]["total"] == 200
 
 
+def test_the_daily_count_tells_no_verdict_an_exam_still_hides(lesson, node_a):
+    """A lesson's problem set in an OI exam: a participant hands in early and is judged AC.
+    Until the results are published, the class's daily count does not show it."""
+    from datetime import timedelta
+
+    from judging.models import Exam
+    from judging.services.exams import exam_hand_in
+    from tests.factories import make_exam
+
+    lesson, _practice, first, _second = lesson
+    _, identity = node_a
+    taker = person("taker")
+    exam = make_exam(first, mode="OI", participants=[taker])
+    submit(taker, first, exam_id=exam.pk)
+    exam_hand_in(exam_id=exam.pk, user=taker, now=timezone.now())
+    _judge_everything(identity, lambda job: "AC")
+
+    def accepted_today():
+        cache.clear()
+        return lesson_statistics(lesson)["daily"][-1]["accepted"]
+
+    assert accepted_today() == 0, "the exam is still on"
+    Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    assert accepted_today() == 0, "ended, but not published"
+    Exam.objects.filter(pk=exam.pk).update(published_at=timezone.now())
+    assert accepted_today() == 1
+
+
 def test_the_console_shows_the_leaderboard_and_who_solved_what(lesson, node_a):
     lesson, practice, first, _second = lesson
     _, identity = node_a

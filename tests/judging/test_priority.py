@@ -148,6 +148,55 @@ def test_a_requeued_job_keeps_its_class_lead(problem, slots):
     assert exam.pk
 
 
+def test_a_job_beyond_its_users_share_stays_behind_other_users_when_it_comes_back(
+        problem, slots, settings, unlimited_submits):
+    """A node gives back the flooder's second job (a restart, a lost lease): it queues again
+    behind another user's work, not with the full practice lead, and still counts for no
+    backlog."""
+    from judging.priority import FAIR_SHARE
+    from judging.pressure import admission
+    from tests.judging.helpers import released
+
+    settings.KECE_USER_INFLIGHT = 1
+    now = timezone.now()
+    flooder, other = UserFactory(), UserFactory()
+    submit(flooder, problem, now=now)
+    beyond = submit(flooder, problem, now=now)
+    first, second = claim(slots, free_slots=2, now=now)
+    given_back = second if second.submission_id == beyond.pk else first
+    assert settle(slots, released(given_back), now=now + timedelta(seconds=1)) == "requeued"
+    later = submit(other, problem, now=now + timedelta(seconds=2))
+
+    given_back.refresh_from_db()
+    assert given_back.wait_reason == FAIR_SHARE
+    [job] = claim(slots, now=now + timedelta(seconds=3))
+    assert job.submission_id == later.pk, "the flooder's job came back ahead of another user's"
+    # One queued job within its user's share would hold practice at the door; it is not one.
+    settings.KECE_THROTTLE_BACKLOG = {"*": 1}
+    assert not admission(pool="python", now=now + timedelta(seconds=3), user_id=other.pk).throttled
+
+
+def test_an_exam_job_keeps_its_participants_turn_when_it_comes_back(problem, slots, settings):
+    from judging.priority import class_lead
+    from tests.factories import make_exam
+    from tests.judging.helpers import released
+
+    settings.KECE_EXAM_SUBMIT_RATE = None
+    now = timezone.now()
+    taker = UserFactory()
+    exam = make_exam(problem, mode="ACM", participants=[taker], now=now)
+    submit(taker, problem, exam_id=exam.pk, now=now)
+    second = submit(taker, problem, exam_id=exam.pk, now=now)
+    queued = JudgeJob.objects.get(pk=second.current_judge_job_id)
+    turn = queued.available_at - queued.claim_key
+    assert turn < class_lead(PriorityClass.EXAM), "its second job takes a later turn"
+    jobs = claim(slots, free_slots=2, now=now)
+    [job] = [j for j in jobs if j.submission_id == second.pk]
+    settle(slots, released(job), now=now + timedelta(seconds=1))
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED and job.available_at - job.claim_key == turn
+
+
 def test_the_claim_walks_its_index_as_a_range_without_a_filesort(problem, slots):
     now = timezone.now()
     _rejudge_backlog(problem, 40, now=now)

@@ -88,6 +88,48 @@ def test_before_the_start_not_even_a_participant_sees_the_problem_or_the_exam_co
 
 
 @pytest.mark.django_db
+def test_before_the_start_no_answer_tells_what_the_exam_holds(cast):
+    """Every call a participant or an outsider can make before the start answers the same
+    whatever problem or question it names: the exam's contents stay its secret."""
+    other, participant = cast["other"], cast["participant"]
+    secret = make_problem(slug="upcoming-problem", languages=("python",))
+    exam = make_exam(secret, mode="ACM", participants=[participant],
+                     questions=[{"kind": "SINGLE", "options": ["a", "b", "c"], "correct": [1], "points": 5}])
+    _move_exam(exam, starts_in=timedelta(minutes=10))
+    question = exam.questions.get()
+    taker, outsider = token_client(participant), token_client(cast["outsider"])
+
+    result = taker.get(f"/api/v1/exams/{exam.pk}/result").json()  # ACM: live, so answered
+    assert (result["problems"], result["questions"]) == ([], [])
+
+    def answers(client, examples):
+        return {(r.status_code, r.json()["error"], r.json()["detail"]) for r in examples(client)}
+
+    def submits(client):
+        yield _practise(client, secret, examId=exam.pk)
+        yield _practise(client, other, examId=exam.pk)  # not in the exam
+        yield send(client, "POST", SUBMIT, {"problemId": secret.pk, "language": "cpp", "code": "x",
+                                            "examId": exam.pk})  # its languages
+
+    [outsiders] = answers(outsider, submits)
+    assert outsiders[:2] == (400, "invalid") and "participant" in outsiders[2]
+    [participants] = answers(taker, submits)
+    assert participants == (409, "exam_closed", "The exam has not started yet.")
+    # Practice: the exam's problem is as unknown as one that does not exist.
+    missing = send(taker, "POST", SUBMIT, {"problemId": 10**9, "language": "python", "code": "print(1)"}).json()
+    assert _practise(taker, secret).json() == missing
+
+    def saves(client):
+        for question_id, choices in ((question.pk, [1]), (question.pk, [7]), (question.pk, [0, 1]),
+                                     (question.pk + 100, [0])):
+            yield send(client, "PUT", f"/api/v1/exams/{exam.pk}/answers/{question_id}", {"choices": choices})
+
+    assert answers(outsider, saves) == {(404, "not_found", "Not found.")}
+    assert answers(taker, saves) == {(409, "exam_closed", "The exam has not started yet.")}
+    assert Submission.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_a_participant_cannot_practise_an_exam_problem_until_the_exam_ends(cast):
     """The OI bypass: the same code posted as practice would show the verdict the exam hides."""
     exam, secret, participant = cast["exam"], cast["secret"], cast["participant"]
