@@ -21,7 +21,7 @@ from judging import pressure
 from judging.models import (
     SUBMISSION_MODELS, JobKind, JobState, JudgeJob, PriorityClass, Problem, RejudgeItem, RejudgeOperation, RejudgeState,
 )
-from judging.services.rejudge import locked_live_submission, rejudge_locked
+from judging.services.rejudge import awaiting_hand_in, locked_live_submission, rejudge_locked, rejudge_refusal
 from judging.system import system_user_id
 from kece.errors import Invalid, NotFound
 
@@ -35,7 +35,7 @@ def _problem_submissions(problem_id: int) -> list[tuple[str, int, str]]:
     model = SUBMISSION_MODELS[problem.kind]
     return [(model.TYPE, pk, language) for pk, language in
             model.objects.filter(problem=problem, deleted_at__isnull=True).exclude(user_id=system_user_id())
-            .order_by("id").values_list("id", "language")]
+            .exclude(awaiting_hand_in()).order_by("id").values_list("id", "language")]
 
 
 def _node_submissions(node_id: int, since, until) -> list[tuple[str, int, str]]:
@@ -126,7 +126,7 @@ def rejudge_progress(operation) -> dict:
 
 def _enqueue(item, *, now) -> bool:
     """Queue one item's rejudge in a transaction of its own; False if another runner took
-    it first. A submission deleted meanwhile is skipped."""
+    it first. A submission deleted meanwhile, or one no rejudge takes, is skipped."""
     with transaction.atomic(durable=True):
         # The guarded write takes the item: a second runner finds it taken and moves on.
         if not RejudgeItem.objects.filter(pk=item.pk, job_id__isnull=True, skipped=False).update(job_id=0):
@@ -134,6 +134,10 @@ def _enqueue(item, *, now) -> bool:
         try:
             submission = locked_live_submission(item.submission_type, item.submission_id)
         except NotFound:
+            submission = None
+        if submission is None or rejudge_refusal(submission) is not None:
+            # Deleted meanwhile, or one no rejudge takes (listed by id): skipped, as a
+            # single rejudge would refuse it.
             RejudgeItem.objects.filter(pk=item.pk).update(job_id=None, skipped=True)
             return True
         job = rejudge_locked(submission, now=now, priority_class=PriorityClass.REJUDGE)

@@ -168,8 +168,10 @@ def jobs_reap_expired(*, now, batch: int = 100) -> ReapReport:
     report.requeued = _requeue_expired([c for c in candidates if c["attempts"] < settings.KECE_MAX_ATTEMPTS],
                                        now=now)
     for c in candidates:
-        if c["attempts"] >= settings.KECE_MAX_ATTEMPTS and _fail_expired(c, now=now):
-            report.failed.append(c["id"])
+        if c["attempts"] >= settings.KECE_MAX_ATTEMPTS:
+            ended = _end_last_attempt(c, now=now)
+            if ended is not None:
+                (report.failed if ended == JobState.FAILED else report.requeued).append(c["id"])
     return report
 
 
@@ -207,7 +209,11 @@ def _requeue_expired(candidates: list, *, now) -> list:
     return [job.pk for job in requeued]
 
 
-def _fail_expired(candidate: dict, *, now) -> bool:
+def _end_last_attempt(candidate: dict, *, now) -> str | None:
+    """Fail a job whose last allowed attempt expired; the state it ended in, None if a
+    result or a cancel came first. The attempts are read again under the lock: a node's run
+    of errors may have given one back since the candidates were read (`conduct`), and then
+    the job goes round again."""
     with transaction.atomic(durable=True):
         submission = None
         if candidate["kind"] == JobKind.DIAGNOSTIC:
@@ -217,8 +223,11 @@ def _fail_expired(candidate: dict, *, now) -> bool:
             submission = lock_submission(candidate["submission_type"], candidate["submission_id"])
         job = lock_job(candidate["id"])
         if not _still_expired(job, candidate, now):
-            return False
-        outcomes.fail(job, submission, now=now, error="lease_expired",
-                      message="The lease expired on the last allowed attempt.")
+            return None
+        if job.attempts < settings.KECE_MAX_ATTEMPTS:
+            outcomes.requeue(job, now=now, error="lease_expired", delay=timedelta(0))
+        else:
+            outcomes.fail(job, submission, now=now, error="lease_expired",
+                          message="The lease expired on the last allowed attempt.")
     metrics.lease_expired(job.pool)
-    return True
+    return job.state

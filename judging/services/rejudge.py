@@ -3,10 +3,11 @@
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 
 from judging import pressure, priority
-from judging.locking import lock_job, lock_submission
-from judging.models import SUBMISSION_MODELS, JobState, JudgeJob, PriorityClass
+from judging.locking import lock_exam_participant, lock_job, lock_submission
+from judging.models import SUBMISSION_MODELS, Exam, ExamMode, ExamParticipant, JobState, JudgeJob, PriorityClass
 from judging.services import outcomes
 from judging.services.snapshot import job_snapshot
 from judging.wakeups import publish_after_commit
@@ -61,14 +62,34 @@ def submission_rejudge(*, submission_type: str, submission_id: int, now, priorit
     """
     with transaction.atomic(durable=True):
         submission = locked_live_submission(submission_type, submission_id)
-        if submission.user_id == system_user_id():
-            # A hidden canary or cross-check is judged once, for the server: a new
-            # generation would be ordinary, counted work of no one's.
-            raise NotFound()
+        refusal = rejudge_refusal(submission)
+        if refusal is not None:
+            raise refusal
         job = rejudge_locked(submission, now=now, priority_class=priority_class)
     logger.info("rejudge queued", extra={"submission": f"{submission_type}:{submission_id}", "job": job.pk,
                                          "generation": job.generation, "class": job.priority_class})
     return job
+
+
+def rejudge_refusal(submission) -> NotFound | None:
+    """Why a submission the caller has locked may not be judged again, or None.
+
+    - A hidden canary or cross-check is judged once, for the server: a new generation
+      would be ordinary, counted work of no one's.
+    - An OI exam submission with no job is judged by its exam's hand-in (the last of each
+      problem) or never (one a later submission replaced): judged now, it would show what
+      the exam hides, and its hand-in would queue nothing for it."""
+    if submission.user_id == system_user_id():
+        return NotFound()
+    if submission.current_judge_job_id is None and submission.exam_id is not None \
+            and Exam.objects.filter(pk=submission.exam_id, mode=ExamMode.OI).exists():
+        return NotFound("This exam submission is judged when its exam is handed in, not before.")
+    return None
+
+
+def awaiting_hand_in():
+    """A filter for the submissions `rejudge_refusal` refuses as OI work not yet judged."""
+    return Q(exam__mode=ExamMode.OI, current_judge_job_id__isnull=True)
 
 
 def rejudge_locked(submission, *, now, priority_class: str | None = None) -> JudgeJob:
@@ -81,10 +102,26 @@ def rejudge_locked(submission, *, now, priority_class: str | None = None) -> Jud
                             priority_class=priority_class)
 
 
+def _lock_participant_of(submission_type: str, submission_id: int) -> None:
+    """An exam submission's participant, locked before the submission as an exam's hand-in
+    locks them: a hand-in reads its last live submissions under that lock, so a deletion
+    lands wholly before it (the one before becomes the last) or after it (its job is
+    cancelled), never between its read and its queueing."""
+    model = SUBMISSION_MODELS.get(submission_type)
+    owner = model.objects.filter(pk=submission_id).values("exam_id", "user_id").first() if model else None
+    if owner is None or owner["exam_id"] is None:
+        return
+    participant = ExamParticipant.objects.filter(exam_id=owner["exam_id"], user_id=owner["user_id"]) \
+        .values_list("pk", flat=True).first()
+    if participant is not None:
+        lock_exam_participant(participant)
+
+
 def submission_delete(*, submission_type: str, submission_id: int, now) -> None:
     """Delete (hide) a submission: its active job is cancelled and late results refused;
     statistics are recomputed without it through the outbox."""
     with transaction.atomic(durable=True):
+        _lock_participant_of(submission_type, submission_id)
         submission = locked_live_submission(submission_type, submission_id)
         job = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
         if job is not None and job.state in JobState.ACTIVE:

@@ -147,3 +147,62 @@ def test_a_submission_deleted_before_its_turn_is_skipped_and_counted_done(proble
     operation.refresh_from_db()
     assert rejudge_progress(operation) == {"id": operation.pk, "state": RejudgeState.DONE, "total": 2,
                                            "enqueued": 1, "judged": 2, "changed": 0, "skipped": 1}
+
+
+def test_a_listed_hidden_check_is_skipped_as_a_single_rejudge_refuses_it(problem, node_a):
+    """A hidden canary's submission is the system account's: listed by id, the bulk rejudge
+    skips it instead of turning it into ordinary, counted work any node could take."""
+    from django.db import transaction
+
+    from judging.services.rejudge import submission_rejudge
+    from judging.system import system_user
+    from kece.errors import NotFound
+    from nodes.hidden_jobs import hidden_job_create
+
+    node, identity = node_a
+    now = timezone.now()
+    submit(UserFactory(), problem, now=now)
+    [original] = claim(identity, now=now)
+    settle(identity, judged(original), now=now)
+    with transaction.atomic():
+        hidden = hidden_job_create(user_id=system_user().pk, problem_id=problem.pk, submission_type="ALGO",
+                                   language="python", code="print(2)", snapshot=original.snapshot,
+                                   manifest_id=original.manifest_id, pool="python",
+                                   runtime_spec=original.runtime_spec, node_id=node.pk, now=now)
+    with pytest.raises(NotFound):
+        submission_rejudge(submission_type="ALGO", submission_id=hidden.submission_id, now=now)
+    operation = rejudge_request(selector={"submissions": [{"type": "ALGO", "id": hidden.submission_id}]},
+                                actor=None, now=now)
+    rejudges_advance(now=now)
+    assert Submission.objects.get(pk=hidden.submission_id).current_judge_job_id == hidden.pk, "no new generation"
+    assert rejudge_progress(operation) | {"id": 0} == {
+        "id": 0, "state": operation.state, "total": 1, "enqueued": 0, "skipped": 1, "judged": 1, "changed": 0}
+
+
+def test_oi_work_awaiting_its_hand_in_is_left_to_the_hand_in(problem, unlimited_submits):
+    """A rejudge of the problem during an OI exam judges none of its saved submissions: the
+    hand-in judges the last one, at exam class, once."""
+    from judging.models import ExamMode
+    from judging.services.exams import exam_hand_in
+    from judging.services.rejudge import submission_rejudge
+    from kece.errors import NotFound
+    from tests.factories import make_exam
+
+    taker = UserFactory()
+    exam = make_exam(problem, mode=ExamMode.OI, participants=[taker])
+    now = timezone.now()
+    first = submit(taker, problem, exam_id=exam.pk, now=now)
+    last = submit(taker, problem, exam_id=exam.pk, now=now)
+    operation = rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+    assert operation.total == 0
+    listed = rejudge_request(selector={"submissions": [{"type": "ALGO", "id": last.pk}]}, actor=None, now=now)
+    rejudges_advance(now=now)
+    assert rejudge_progress(listed)["skipped"] == 1
+    with pytest.raises(NotFound, match="handed in"):
+        submission_rejudge(submission_type="ALGO", submission_id=last.pk, now=now)
+    assert JudgeJob.objects.count() == 0
+
+    assert exam_hand_in(exam_id=exam.pk, user=taker, now=now).jobs == 1
+    [job] = JudgeJob.objects.all()
+    assert (job.submission_id, job.priority_class) == (last.pk, PriorityClass.EXAM)
+    assert Submission.objects.get(pk=first.pk).current_judge_job_id is None

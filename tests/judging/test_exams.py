@@ -58,6 +58,50 @@ def test_twenty_concurrent_oi_hand_ins_make_one_batch_and_one_confirmation(maria
     assert again == results[0] and len(_jobs_of(first, last, query)) == 2
 
 
+@pytest.mark.mariadb
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_deleted_while_its_exam_is_handed_in_is_never_judged(mariadb, monkeypatch, unlimited_submits):
+    """An admin deletes the last OI submission just as the hand-in has read it: the deletion
+    waits for the hand-in's participant lock, then cancels the job the hand-in queued. No
+    deleted submission is left with work to judge."""
+    import threading
+
+    from judging.services import exams
+    from judging.services.rejudge import submission_delete
+    from tests.concurrency import lock_waits, wait_until
+
+    student, problem = UserFactory(), make_problem()
+    exam = make_exam(problem, mode="OI", participants=[student])
+    submit(student, problem, exam_id=exam.pk)
+    last = submit(student, problem, exam_id=exam.pk)
+    read, deleting = exams._last_submissions, {}
+
+    def read_then_an_admin_deletes(exam_, user_id):
+        found = read(exam_, user_id)
+
+        def delete():
+            try:
+                submission_delete(submission_type="ALGO", submission_id=last.pk, now=timezone.now())
+                deleting["done"] = True
+            finally:
+                connection.close()
+
+        deleting["thread"] = thread = threading.Thread(target=delete, daemon=True)
+        thread.start()
+        wait_until(lambda: lock_waits() > 0 or not thread.is_alive(), timeout=30,
+                   message="the deletion neither waited nor finished")
+        return found
+
+    monkeypatch.setattr(exams, "_last_submissions", read_then_an_admin_deletes)
+    assert exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now()).jobs == 1
+    deleting["thread"].join(30)
+    assert deleting.get("done"), "the deletion did not finish"
+    gone = Submission.objects.get(pk=last.pk)
+    assert gone.deleted_at is not None
+    job = JudgeJob.objects.get(pk=gone.current_judge_job_id)
+    assert job.state == JobState.CANCELLED, "a deleted submission would be judged"
+
+
 @pytest.mark.django_db
 def test_after_hand_in_or_the_end_the_exam_refuses_work(student, problem):
     exam = make_exam(problem, mode="ACM", participants=[student],

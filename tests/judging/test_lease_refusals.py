@@ -190,10 +190,31 @@ def test_the_reaper_fails_nothing_that_changed_after_it_looked(running, monkeypa
         JudgeJob.objects.filter(pk=candidate["id"]).update(**change)
         return original(candidate, now=now)
 
-    original = leases._fail_expired
-    monkeypatch.setattr(leases, "_fail_expired", changed_in_between)
+    original = leases._end_last_attempt
+    monkeypatch.setattr(leases, "_end_last_attempt", changed_in_between)
     assert jobs_reap_expired(now=job.lease_until).failed == []
     assert JudgeJob.objects.get(pk=job.pk).state != JobState.FAILED
+
+
+def test_a_last_attempt_given_back_after_the_reaper_looked_goes_round_again(running, monkeypatch, settings):
+    """A node's run of infrastructure errors ends in quarantine and refunds the attempts it
+    burned, this job's among them, between the reaper's read and its lock: the user must not
+    see SYSTEM_ERROR for an attempt that no longer counts."""
+    from judging.services import leases
+
+    settings.KECE_MAX_ATTEMPTS = 1
+    _, _, submission, job, _ = running
+
+    def refunded_in_between(candidate, *, now):
+        JudgeJob.objects.filter(pk=candidate["id"]).update(attempts=0)
+        return original(candidate, now=now)
+
+    original = leases._end_last_attempt
+    monkeypatch.setattr(leases, "_end_last_attempt", refunded_in_between)
+    report = jobs_reap_expired(now=job.lease_until)
+    assert (report.requeued, report.failed) == ([job.pk], [])
+    row = JudgeJob.objects.get(pk=job.pk)
+    assert (row.state, row.error) == (JobState.QUEUED, "lease_expired")
 
 
 def test_the_reaper_requeues_below_the_attempt_limit_and_fails_at_it(running, settings):
