@@ -305,13 +305,23 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
     return node
 
 
-def node_drain(*, node_id: int, actor, now) -> JudgeNode:
-    """Stop new claims at once; running leases still renew and settle (ops command)."""
-    node = JudgeNode.objects.filter(pk=node_id).first()
-    if node is None:
-        raise NotFound()
-    return node_update(node_id=node_id, revision=node.revision, changes={"desired_state": DesiredState.DRAINING},
-                       actor=actor, now=now)
+def node_drain(*, node_id: int, actor, now, attempts: int = 5) -> JudgeNode:
+    """Stop new claims at once; running leases still renew and settle (ops command).
+
+    A drain asks for one state whatever the node's other settings are: an admin's edit
+    committing between its read and its write is drained too, not a failed command."""
+    conflicts = 0
+    while True:
+        node = JudgeNode.objects.filter(pk=node_id).first()
+        if node is None:
+            raise NotFound()
+        try:
+            return node_update(node_id=node_id, revision=node.revision,
+                               changes={"desired_state": DesiredState.DRAINING}, actor=actor, now=now)
+        except RevisionConflict:
+            conflicts += 1
+            if conflicts >= attempts:
+                raise
 
 
 def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:

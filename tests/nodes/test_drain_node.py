@@ -54,3 +54,25 @@ def test_drain_node_waits_until_the_last_lease_is_settled(student, problem, node
 def test_an_unknown_node_is_a_clear_error(db):
     with pytest.raises(CommandError, match="no node 'ghost'"):
         call_command("drain_node", "ghost")
+
+
+def test_an_admins_edit_landing_while_it_drains_is_drained_too(node_a, monkeypatch):
+    """The console saves the node (a new revision) between the command's read and its write:
+    the command drains the node as it now is instead of failing on the revision."""
+    from nodes import services
+
+    node, _ = node_a
+    update, edits = services.node_update, []
+
+    def an_edit_lands_first(**kwargs):
+        if not edits:
+            edits.append(update(node_id=node.pk, revision=kwargs["revision"],
+                                changes={"max_slots": 3}, actor=None, now=timezone.now()))
+        return update(**kwargs)
+
+    monkeypatch.setattr(services, "node_update", an_edit_lands_first)
+    out = StringIO()
+    call_command("drain_node", node.name, stdout=out)
+    node.refresh_from_db()
+    assert (node.desired_state, node.max_slots) == (DesiredState.DRAINING, 3)
+    assert "DRAINING" in out.getvalue()
