@@ -59,7 +59,8 @@ def practice_view(*, practice_id: int, user) -> tuple:
     through, newest first) for the student."""
     from judging.selectors import submission_keys
 
-    practice = LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True).first()
+    practice = LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True,
+                                             lesson__deleted_at__isnull=True).first()
     if practice is None:
         raise NotFound()
     best = {row.problem_id: row for row in PracticeBest.objects.filter(practice=practice, user=user)}

@@ -94,7 +94,8 @@ def _problem_to_practise(problem_id, *, user, now, admission=None) -> tuple:
 def _validated_practice(lesson_practice_id, problem):
     if lesson_practice_id is None:
         return None
-    practice = LessonPractice.objects.filter(pk=lesson_practice_id, deleted_at__isnull=True).first()
+    practice = LessonPractice.objects.filter(pk=lesson_practice_id, deleted_at__isnull=True,
+                                             lesson__deleted_at__isnull=True).first()
     if practice is None or not practice.problems.filter(pk=problem.pk).exists():
         raise Invalid("This lesson practice does not exist or does not contain the problem.",
                       fields={"lessonPracticeId": ["unknown for this problem"]})

@@ -130,3 +130,11 @@ def test_a_deleted_lesson_or_practice_is_not_found_and_anonymous_visitors_sign_i
     Lesson.objects.filter(pk=lesson.pk).update(deleted_at=timezone.now())
     assert browser.get(f"/lessons/{lesson.pk}").status_code == 404
     assert browser.get(f"/lessons/practices/{practice.pk}").status_code == 404
+    # The API and a submit naming the practice agree with the pages.
+    from tests.api.helpers import error_of, send, token_client
+
+    api = token_client(person("fay"))
+    assert error_of(api.get(f"/api/v1/lessons/practices/{practice.pk}")) == (404, "not_found")
+    sent = send(api, "POST", "/api/v1/submissions", {"problemId": _first.pk, "language": "python",
+                                                     "code": "print(1)", "lessonPracticeId": practice.pk})
+    assert error_of(sent) == (400, "invalid") and "lessonPracticeId" in sent.json()["fields"]
