@@ -15,7 +15,9 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef
 
-from judging.models import SUBMISSION_MODELS, EventState, JobKind, JobState, JudgeJob, SettlementEvent
+from judging.models import (
+    SUBMISSION_MODELS, EventState, JobKind, JobState, JudgeJob, RejudgeItem, RejudgeState, SettlementEvent,
+)
 
 logger = logging.getLogger("kece.failed_work")
 
@@ -44,12 +46,21 @@ def _matching(rows, found: FailedFilter, *, at: str, error_lookup: str, job: str
     return rows.filter(**{lookup: value for lookup, value in conditions.items() if value})
 
 
+def _waiting_in_a_rejudge():
+    """The job's submission is already on its way round again: an item of a running rejudge
+    not yet enqueued (the operation queues a batch at a time)."""
+    return Exists(RejudgeItem.objects.filter(
+        submission_type=OuterRef("submission_type"), submission_id=OuterRef("submission_id"), job_id__isnull=True,
+        skipped=False, operation__state=RejudgeState.RUNNING))
+
+
 def failed_jobs(found: FailedFilter):
     """The FAILED judge jobs that are their submission's current result, newest first. Hidden
     jobs (a node's canary, a cross-check: bound to one node) are the server's own checks, not
-    anyone's submission: the node's page shows them."""
+    anyone's submission: the node's page shows them. Those a running rejudge will queue are
+    left out: sent round a second time, each would cancel the first one's job."""
     jobs = _matching(JudgeJob.objects.filter(kind=JobKind.JUDGE, state=JobState.FAILED, bound_node__isnull=True),
-                     found, at="finished_at", error_lookup="error")
+                     found, at="finished_at", error_lookup="error").exclude(_waiting_in_a_rejudge())
     by_type = None
     for submission_type in SUBMISSION_MODELS:
         part = jobs.filter(_current(submission_type), submission_type=submission_type)

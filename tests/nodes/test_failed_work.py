@@ -111,6 +111,11 @@ def test_all_that_match_takes_every_failed_job_of_the_filter(admin, problem, fle
     _fail(sound_id, problem)
     admin.post(PAGE, {"action": "requeue", "scope": "all", "node": flaky.pk, "confirm": "1"})
     assert set(RejudgeOperation.objects.get().items.values_list("submission_id", flat=True)) == flaky_failures
+    # Until the operation has queued them, they are on their way, not failed work to send again.
+    page = admin.get(PAGE, {"node": flaky.pk}).content.decode()
+    assert "0 failed judge jobs" in page
+    admin.post(PAGE, {"action": "requeue", "scope": "all", "node": flaky.pk, "confirm": "1"})
+    assert RejudgeOperation.objects.count() == 1, "each would be judged twice, the first run cancelled"
 
 
 def test_dead_events_are_listed_with_their_error_and_dispatched_again(admin, problem, fleet):
