@@ -65,9 +65,12 @@ def cross_checks_queue(*, now) -> list[int]:
         job = JudgeJob.objects.filter(pk=record.original_job_id).first()
         submission = job and SUBMISSION_MODELS[job.submission_type].objects.filter(
             pk=job.submission_id, deleted_at__isnull=True).first()
-        peer = _peer(record, job, now=now) if submission is not None else None
+        # A job whose details retention pruned has lost its snapshot's case list: a check
+        # judged from what is left would compare nothing with something.
+        checkable = submission is not None and job.details_pruned_at is None
+        peer = _peer(record, job, now=now) if checkable else None
         if peer is None:
-            if submission is None or now - record.created_at >= GIVE_UP_AFTER:
+            if not checkable or now - record.created_at >= GIVE_UP_AFTER:
                 CrossCheck.objects.filter(pk=record.pk, check_job_id__isnull=True).update(settled_at=now)
             continue
         owner = system_user()

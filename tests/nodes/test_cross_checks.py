@@ -146,6 +146,21 @@ def test_a_failed_canary_settles_a_disagreement_against_the_liar(student, proble
     assert second.agreed is False and peer.quarantined_at is None
 
 
+def test_a_verdict_whose_details_were_pruned_meanwhile_is_given_up_not_checked(
+        student, problem, node_a, node_b, cross_checks_on):
+    """The integrity step did not run for days, and retention slimmed the original's
+    snapshot: a check from what is left would disagree with it and count against both."""
+    _, identity_a = node_a
+    now = timezone.now()
+    original = _judged_by(identity_a, student, problem, verdict="AC", now=now)
+    record = CrossCheck.objects.get(original_job_id=original.pk)
+    JudgeJob.objects.filter(pk=original.pk).update(details_pruned_at=now)
+    integrity_step(now=now)
+    record.refresh_from_db()
+    assert (record.check_job_id, record.agreed, record.settled_at) == (None, None, now)
+    assert not JudgeJob.objects.filter(bound_node__isnull=False).exists()
+
+
 def test_with_no_other_node_in_the_pool_a_chosen_verdict_waits_then_is_given_up(
         student, problem, node_a, foreign_node, cross_checks_on):
     _, identity = node_a
