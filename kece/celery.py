@@ -141,10 +141,14 @@ def _serve_metrics(**kwargs):
 
 @worker_process_init.connect
 def _loaded(**kwargs):
-    # In each pool process, before its first task: what the worker loaded before forking it
-    # is kept out of the cyclic collector's full walks (`kece.startup.freeze_loaded_objects`).
+    # In each pool process, before its first task: the alerts' counters at zero (its tasks
+    # reap, quarantine and fail jobs), and what the worker loaded before forking it is kept
+    # out of the cyclic collector's full walks (`kece.startup.freeze_loaded_objects`).
     # Without a collection first: the child shares its parent's memory until it writes to
     # it, and a collection writes to every object it walks.
+    from kece.startup import prepare_metrics
+
+    prepare_metrics()
     gc.freeze()
 
 

@@ -23,8 +23,9 @@ async def serve_lifespan(receive, send):
 
                 drain_on_sigterm()
                 # Before the scheduler's thread starts: what its first steps hold is not loading's.
-                from kece.startup import freeze_loaded_objects
+                from kece.startup import freeze_loaded_objects, prepare_metrics
 
+                prepare_metrics()
                 freeze_loaded_objects()
                 if settings.KECE_IN_PROCESS_SCHEDULER:
                     from kece.scheduler import InProcessScheduler

@@ -130,6 +130,19 @@ def get() -> _Metrics:
     return _metrics
 
 
+def prepare(*, pools, quarantine_reasons) -> None:
+    """Every series an alert takes the increase of, at zero from the process's start. A
+    labelled series appears at its first `inc()`; one that appears at 1 shows no increase
+    (`increase()` needs a sample before it), and its first event would never alert."""
+    m = get()
+    for pool in pools:
+        m.lease_expiries.labels(pool)
+        for outcome in (OUTCOME_JUDGED, OUTCOME_SYSTEM_ERROR):
+            m.settlements.labels(pool, outcome)
+        for reason in quarantine_reasons:
+            m.quarantines.labels(pool, reason)
+
+
 def mark_process_dead(pid: int | None = None) -> None:
     """A worker's end: its live gauges' files go (its counters stay, summed in)."""
     if _metrics is not None or pid is not None:

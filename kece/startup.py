@@ -53,3 +53,17 @@ def freeze_loaded_objects():
     get_resolver().url_patterns  # the views and their modules, which the first request would import
     gc.collect()  # what loading left behind is freed, not frozen
     gc.freeze()
+
+
+def prepare_metrics():
+    """The alerts' counters at zero in this process, for every pool and quarantine rule
+    (`kece.metrics.prepare`): called as a server or a Celery pool process starts."""
+    from judging.services.conduct import INFRA_ERRORS, RENEW_LOST
+    from kece import metrics
+    from nodes.canaries_hidden import CANARY_MISMATCH
+    from nodes.cross_checks import CROSS_CHECK
+    from nodes.quarantine import STALLED
+    from pools.registry import POOL_NAMES
+
+    metrics.prepare(pools=POOL_NAMES, quarantine_reasons=(INFRA_ERRORS, RENEW_LOST, STALLED, CROSS_CHECK,
+                                                          CANARY_MISMATCH))

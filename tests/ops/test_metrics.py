@@ -106,6 +106,26 @@ def test_every_name_of_the_vocabulary_is_scraped_with_its_type(server):
     assert value(found, "kece_redis_up") == 1
 
 
+def test_the_counters_alerts_watch_are_there_at_zero_before_their_first_event(server):
+    """A series that appears at 1 shows no increase: the first quarantine, lease expiry or
+    system error of a pool after a start would never alert. Each is served at zero first."""
+    from pools.registry import POOL_NAMES
+
+    found = scrape(server)
+
+    def samples(family, **labels):
+        return [s.value for s in found[family].samples
+                if s.name == f"{family}_total" and all(s.labels.get(k) == v for k, v in labels.items())]
+
+    for pool in POOL_NAMES:
+        for reason in ("infra_errors", "renew_lost", "stalled", "cross_check", "canary_mismatch"):
+            assert samples("kece_quarantines", pool=pool, reason=reason) != [], (pool, reason)
+        assert samples("kece_lease_expiries", pool=pool) != [] and samples(
+            "kece_settlements", pool=pool, outcome="system_error") != []
+    # Nothing quarantines in these tests: a series made in advance says 0, not 1.
+    assert samples("kece_quarantines", pool="arkts", reason="canary_mismatch") == [0.0]
+
+
 def test_a_scrape_needs_the_token_when_one_is_set(server):
     assert requests.get(server.url + "/metrics", timeout=10).status_code == 401
     wrong = requests.get(server.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}x"}, timeout=10)
