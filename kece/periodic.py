@@ -12,19 +12,28 @@ from kece import metrics
 logger = logging.getLogger("kece.periodic")
 
 
+class StepPaused(Exception):
+    """A step stood back (this host's clock disagrees with the database's): it did nothing,
+    so its success is not recorded, and an alert on its staleness may fire."""
+
+
+def _require_agreeing_clock(what: str) -> None:
+    from judging.clock import clock_status
+
+    if not clock_status().ok:
+        raise StepPaused(f"{what} paused: this host's clock disagrees with the database's")
+
+
 def reap_step(now=None, *, batch: int = 100):
     """Reap expired leases in batches until none is left: after a mass expiry (a host group
     lost, a partition) one batch per tick would keep the tail waiting tick after tick. Each
     batch reads the clock again, so a lease that runs out meanwhile is taken too; the loop
     ends with the first batch that is not full."""
-    from judging.clock import clock_status
     from judging.services.leases import ReapReport, jobs_reap_expired, next_lease_deadline
 
+    # A host whose clock runs ahead would reap live leases: it reaps nothing (`judging.clock`).
+    _require_agreeing_clock("reaper")
     total = ReapReport()
-    if not clock_status().ok:
-        # A host whose clock runs ahead would reap live leases: it reaps nothing (`judging.clock`).
-        logger.error("reaper paused: this host's clock disagrees with the database's")
-        return total
     while True:
         report = jobs_reap_expired(now=now or timezone.now(), batch=batch)
         total.requeued.extend(report.requeued)
@@ -79,11 +88,7 @@ def exams_step(now=None):
     from judging.services.exams import exams_hand_in_overdue
     from judging.services.idempotency import keys_purge
 
-    from judging.clock import clock_status
-
-    if not clock_status().ok:
-        logger.error("exam hand-in paused: this host's clock disagrees with the database's")
-        return 0
+    _require_agreeing_clock("exam hand-in")
     now = now or timezone.now()
     handed = exams_hand_in_overdue(now=now)
     purged = keys_purge(now=now)
@@ -153,12 +158,22 @@ def run_guarded(step):
     and its success recorded (`last_success`)."""
     close_old_connections()
     try:
-        result = step()
+        return run_recorded(step)
     except Exception:
         logger.exception("periodic step failed", extra={"step": step_name(step)})
         return None
     finally:
         close_old_connections()
+
+
+def run_recorded(step):
+    """Run `step` and note its success; a step that stood back (`StepPaused`) is logged, noted
+    nowhere, and returns None."""
+    try:
+        result = step()
+    except StepPaused as paused:
+        logger.error(str(paused), extra={"step": step_name(step)})
+        return None
     return succeeded(step, result)
 
 
@@ -171,24 +186,18 @@ def succeeded(step, result):
 
 def reconcile_step(now=None):
     """The daily reconciliation: check the gates and repair what is safe (`judging.services.reconcile`)."""
-    from judging.clock import clock_status
     from judging.services.reconcile import reconcile_run
 
-    if not clock_status().ok:
-        logger.error("reconciliation paused: this host's clock disagrees with the database's")
-        return None
+    _require_agreeing_clock("reconciliation")
     return reconcile_run(now=now or timezone.now(), repair=True)
 
 
 def gc_step(now=None):
     """Retention: prune what has outlived its age (`judging.services.retention`), a bounded
     run (`KECE_GC_BATCHES` batches of each kind); what is left goes in the next runs."""
-    from judging.clock import clock_status
     from judging.services.retention import Policy, gc_run
 
-    if not clock_status().ok:
-        logger.error("retention paused: this host's clock disagrees with the database's")
-        return None
+    _require_agreeing_clock("retention")
     reports = gc_run(now=now or timezone.now(), policy=Policy.from_settings())
     if any(r.more for r in reports):
         logger.info("retention continues next run", extra={"kinds": [r.kind for r in reports if r.more]})

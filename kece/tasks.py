@@ -11,14 +11,14 @@ from kece import periodic
 def reap_expired_leases(follow_up: bool = True):
     """Beat's tick; when a lease runs out before the next one, one extra pass at its
     deadline (which schedules nothing itself: the next tick looks again)."""
-    wait = periodic.reap_again_in(periodic.succeeded(periodic.reap_step, periodic.reap_step()))
+    wait = periodic.reap_again_in(periodic.run_recorded(periodic.reap_step))
     if follow_up and wait is not None:
         reap_expired_leases.apply_async(kwargs={"follow_up": False}, countdown=wait)
 
 
 @shared_task(name="judging.dispatch_settlement_events", ignore_result=True)
 def dispatch_settlement_events():
-    periodic.succeeded(periodic.events_step, periodic.events_step())
+    periodic.run_recorded(periodic.events_step)
 
 
 @shared_task(name="judging.hand_in_ended_exams", ignore_result=True)

@@ -61,12 +61,21 @@ def test_a_skewed_process_reaps_nothing(skewed, problem, settings, monkeypatch):
     monkeypatch.setattr(clock, "_measure", lambda: 0.0)
     [job] = claim(identity)
     monkeypatch.setattr(clock, "_measure", lambda: 300.0)
-    report = reap_step(now=job.lease_until + timedelta(seconds=1))
-    assert report.requeued == [] and JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
-    from kece.periodic import reconcile_step
+    from django.core.cache import cache
+
+    from kece import metrics
+    from kece.periodic import StepPaused, reconcile_step, run_recorded
     from judging.services.reconcile import reconcile_run
 
-    assert reconcile_step(now=job.lease_until + timedelta(minutes=5)) is None, "nor does its reconciliation"
+    with pytest.raises(StepPaused, match="reaper paused"):
+        reap_step(now=job.lease_until + timedelta(seconds=1))
+    assert JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
+    # A step that stood back did nothing: no success is noted, so the staleness alert may fire.
+    cache.delete(metrics.STEP_SUCCESS_KEY.format("reap"))
+    assert run_recorded(reap_step) is None
+    assert cache.get(metrics.STEP_SUCCESS_KEY.format("reap")) is None
+    with pytest.raises(StepPaused):
+        reconcile_step(now=job.lease_until + timedelta(minutes=5))  # nor does its reconciliation
     with pytest.raises(Unavailable):
         reconcile_run(now=job.lease_until + timedelta(minutes=5), repair=True)
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.RUNNING
