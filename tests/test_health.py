@@ -418,3 +418,36 @@ def test_with_its_mariadb_paused_requests_answer_503_at_once_and_their_retries_l
     posted = node.result(job["jobId"], result)
     assert (posted.status_code, posted.json()["status"]) == (200, "settled"), posted.text
     assert node.result(job["jobId"], result).json()["status"] == "duplicate"
+
+
+def test_liveness_answers_while_every_user_thread_waits(settings):
+    """Each user-lane thread held (a stalled database holds them up to its read timeout, a
+    burst queues on them): the liveness probe does not queue behind them, or its timeout
+    would make the supervisor restart a process that is alive."""
+    import asyncio
+    import threading
+
+    import httpx
+
+    from kece import lanes
+    from kece.asgi import application
+
+    release = threading.Event()
+
+    async def main():
+        held = [asyncio.ensure_future(lanes.USER.run(release.wait)) for _ in range(settings.KECE_WEB_THREADS)]
+        try:
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+                # The bound only ends a test that would otherwise wait for ever.
+                answer = await asyncio.wait_for(client.get("/livez"), 30)
+                head = await asyncio.wait_for(client.head("/livez"), 30)
+            assert not any(task.done() for task in held), "the lane was not held throughout"
+            return answer, head
+        finally:
+            release.set()
+            await asyncio.gather(*held)
+
+    answer, head = asyncio.run(main())
+    assert (answer.status_code, answer.text, answer.headers["Cache-Control"]) == (200, "ok\n", "no-store")
+    assert (head.status_code, head.content) == (200, b"")
