@@ -73,7 +73,7 @@ def compute_figures(*, now, queued=None) -> dict:
     rows only (queued, running, pending; the nodes table is the fleet), however long the
     history. Kept apart from the public snapshot, which every page reads."""
     from judging.models import EventState, SettlementEvent
-    from nodes.models import JudgeNode
+    from nodes.models import DesiredState, JudgeNode
     from nodes.selectors import observed_state
 
     queued = _queued(now) if queued is None else queued
@@ -99,7 +99,8 @@ def compute_figures(*, now, queued=None) -> dict:
         if node.pk in ready:
             slots[node.pool] = slots.get(node.pool, 0) + node.max_slots
             busy[node.pool] = busy.get(node.pool, 0) + min(node.running, node.max_slots)
-        if node.last_heartbeat_at is not None:
+        # A node disabled on purpose is not silent: its age would keep KeceNodeSilent firing.
+        if node.last_heartbeat_at is not None and node.desired_state != DesiredState.DISABLED:
             heartbeats.append([node.pool, node.name, age(node.last_heartbeat_at)])
     outbox = SettlementEvent.objects.filter(state=EventState.PENDING).aggregate(n=Count("id"), oldest=Min("created_at"))
     return {

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from judging.models import JobState, JudgeJob
 from judging.services.submit import submission_submit
+from nodes.models import DesiredState, JudgeNode
 from pools import snapshot
 from tests.deploy.test_proxy_live import die_with_parent
 from tests.e2e.conftest import FAST_TIMINGS, Agents, need_pool, tls, wait_for  # noqa: F401 (tls: a fixture)
@@ -158,6 +159,13 @@ def test_the_oldest_wait_rises_while_no_node_claims_and_both_processes_answer_th
     assert value(later, "kece_nodes", pool="python", state="offline") == 1
     assert value(later, "kece_pool_slots", pool="python") == 0
     assert value(later, "kece_node_last_heartbeat_age_seconds", pool="python", node=node.name) == 70
+    # Disabled on purpose, it is no longer a silent node for KeceNodeSilent to report.
+    JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.DISABLED)
+    snapshot.refresh_step(now=t0 + timedelta(seconds=80))
+    ages = {s.labels["node"] for s in scrape(server)["kece_node_last_heartbeat_age_seconds"].samples}
+    assert node.name not in ages
+    JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.ENABLED)
+    snapshot.refresh_step(now=t0 + timedelta(seconds=70))  # as `later` read it, for what follows
     assert value(later, "kece_outbox_pending") == 0
     # An empty queue is a 0, not a missing series.
     assert value(later, "kece_jobs_queued", pool="cpp", **{"class": "EXAM"}) == 0
