@@ -169,6 +169,7 @@ def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) 
             self_check_status=CheckStatus.PASSED if passed else CheckStatus.FAILED,
             self_check_revision=check.config_revision, self_check_runtime_spec=check.runtime_spec,
             self_check_agent_version=check.agent_version, self_check_finished_at=now,
+            updated_at=now,  # whether it may judge changed: the stall rule starts again from here
         )
         quarantined = JudgeNode.objects.filter(pk=node_id, quarantined_at__isnull=False).first() if passed else None
         if quarantined is not None:

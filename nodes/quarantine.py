@@ -9,6 +9,8 @@ service when an admin runs its checks and they pass (`nodes.checks`). Three rule
   which also refunds the attempts the node burned (see there).
 - **Stall**: it holds a session, its heartbeat is fresh and it has free slots, but it leased
   nothing for `KECE_QUARANTINE_STALL_MS` while judge jobs it could take were due all that time
+  and it could have claimed them all that time: the minute starts again when it comes back
+  from silence or ill health, passes a check, or its host group changes
   (`nodes_quarantine_stalled`, a periodic step like the reaper).
 - **Lost renewals**: `KECE_QUARANTINE_RENEW_LOST` renew batches in a row in which every lease
   came back `lease_lost` (`judging.services.leases`).
@@ -79,11 +81,13 @@ _NODE_ACTIVITY = (
 
 def _stall_candidates(*, now, since):
     """Nodes that should be claiming: enabled, open session, fresh heartbeat, free slots by
-    their own report, not quarantined and unchanged (session, state, check) since `since`."""
+    their own report, not quarantined, and unchanged since `since` (session, state, check;
+    back from silence or ill health, `nodes.services.node_heartbeat`), in a host group
+    unchanged since then too (enabled again a moment ago, its nodes could not claim before)."""
     return (JudgeNode.objects.filter(
         desired_state=DesiredState.ENABLED, session_open=True, revoked_at__isnull=True,
         quarantined_at__isnull=True, health_ok=True, last_heartbeat_at__gte=now - offline_after(),
-        updated_at__lt=since, running_reported__lt=F("local_slots"),
+        updated_at__lt=since, host_group__updated_at__lt=since, running_reported__lt=F("local_slots"),
     ).select_related("host_group"))
 
 
@@ -124,7 +128,7 @@ def nodes_quarantine_stalled(*, now) -> list[int]:
             group = lock_host_group(candidate.host_group_id)
             node = lock_node(candidate.pk)
             if node is None or node.host_group_id != group.pk or node.updated_at >= since or \
-                    _active_since(node, since=since):
+                    group.updated_at >= since or _active_since(node, since=since):
                 continue
             seconds = settings.KECE_QUARANTINE_STALL_MS / 1000
             if node_quarantine_locked(node, now=now, reason=f"{STALLED}: free slots and due work, but no claim "

@@ -175,12 +175,15 @@ def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch:
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
         check_node_identity(node, NodeIdentity(node_id, credential_digest_value, session_epoch))
+        # Back from silence or ill health, it may claim again from now on: noted as a change
+        # (`updated_at`), so the stall rule counts its idle time from here, not from before.
+        back = beat.health_ok and not (node.health_ok and heartbeat_is_fresh(node, now=now))
         _apply_agent_report(node, beat.report, now=now)
         node.running_reported = beat.running
         node.health_ok = beat.health_ok
         node.health_checks = beat.health_checks
         node.save(update_fields=["agent_version", "runtime_spec", "local_slots", "last_heartbeat_at",
-                                 "running_reported", "health_ok", "health_checks"])
+                                 "running_reported", "health_ok", "health_checks", *(["updated_at"] if back else [])])
     return node
 
 

@@ -11,7 +11,7 @@ from judging.selectors import ready_nodes
 from judging.services.leases import RenewItem, jobs_reap_expired, lease_renew
 from judging.services.settle import SettleRequest
 from nodes.checks import _queue_self_check, node_check_start
-from nodes.models import JudgeNode, NodeAudit
+from nodes.models import JudgeHostGroup, JudgeNode, NodeAudit
 from nodes.quarantine import nodes_quarantine_stalled
 from tests.factories import make_node
 from tests.judging.helpers import claim, infra_error, judged, settle, submit
@@ -162,6 +162,7 @@ def test_a_job_a_node_failed_comes_back_to_it_when_no_other_node_takes_it(studen
 def _stalled_node(student, problem, *, now):
     node, identity = make_node(pool="python", now=now - timedelta(minutes=5))
     JudgeNode.objects.filter(pk=node.pk).update(updated_at=now - timedelta(minutes=5), last_heartbeat_at=now)
+    JudgeHostGroup.objects.filter(pk=node.host_group_id).update(updated_at=now - timedelta(minutes=5))
     submit(student, problem, now=now - timedelta(minutes=2))
     return node, identity
 
@@ -270,3 +271,43 @@ def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student,
     assert _audits(node, "quarantine_cleared") == ["system"]
     submit(student, problem, now=now)
     assert len(claim(identity, now=now)) == 1
+
+
+@pytest.mark.parametrize("away", ["silent", "unhealthy", "group_disabled"])
+def test_a_node_that_could_not_claim_is_not_stalled_the_moment_it_can(student, problem, quarantine_settings, away):
+    """After an outage (no heartbeat), ill health, or its host group disabled for a while with
+    work waiting: its first heartbeat, or the group enabled again, starts the stall rule's
+    minute afresh. Else every node of the pool would be quarantined as it came back."""
+    from judging.services.claim import job_claim
+    from nodes.models import HostGroupStatus
+    from nodes.services import AgentReport, HeartbeatReport, host_group_update, node_heartbeat
+
+    now = timezone.now()
+    node, identity = _stalled_node(student, problem, now=now)
+
+    def beat(at, *, healthy=True):
+        node_heartbeat(node_id=node.pk, credential_digest_value=identity.credential_digest,
+                       session_epoch=identity.session_epoch, now=at,
+                       beat=HeartbeatReport(AgentReport(node.agent_version, node.runtime_spec, node.local_slots),
+                                            running=0, health_ok=healthy, health_checks={}))
+
+    if away == "silent":
+        JudgeNode.objects.filter(pk=node.pk).update(last_heartbeat_at=now - timedelta(minutes=3))
+        assert job_claim(identity=identity, free_slots=1, now=now).reason == "stale_heartbeat"
+        beat(now)
+    elif away == "unhealthy":
+        JudgeNode.objects.filter(pk=node.pk).update(health_ok=False)
+        assert job_claim(identity=identity, free_slots=1, now=now).reason == "not_ready"
+        beat(now)
+    else:
+        JudgeHostGroup.objects.filter(pk=node.host_group_id).update(status=HostGroupStatus.DISABLED)
+        assert job_claim(identity=identity, free_slots=1, now=now).reason == "not_ready"
+        group = JudgeHostGroup.objects.get(pk=node.host_group_id)
+        host_group_update(group_id=group.pk, revision=group.revision, changes={"status": HostGroupStatus.ACTIVE},
+                          actor=None)
+    assert nodes_quarantine_stalled(now=now + timedelta(seconds=5)) == [], "quarantined as it came back"
+    # A heartbeat of a node that was ready all along changes nothing: a real stall still counts.
+    JudgeNode.objects.filter(pk=node.pk).update(updated_at=now - timedelta(minutes=5))
+    JudgeHostGroup.objects.filter(pk=node.host_group_id).update(updated_at=now - timedelta(minutes=5))
+    beat(now + timedelta(seconds=10))
+    assert nodes_quarantine_stalled(now=now + timedelta(seconds=10)) == [node.pk]
