@@ -143,9 +143,8 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
     if node.last_heartbeat_at is None or node.last_heartbeat_at < now - offline_after():
         result.reason = "stale_heartbeat"
         return result
-    if node.desired_state == DesiredState.DRAINING:
-        result.reason = "not_enabled"
-        return result
+    # A draining node takes no judge job, only a diagnostic job bound to it, as a node that
+    # may not judge: an operator checks it before enabling it again.
     judge_jobs_allowed = may_take_judge_jobs(node, group)
     node_running, group_running = running if running is not None else _running_counts(node, group)
     node_headroom = node.max_slots - node_running
@@ -158,7 +157,8 @@ def claim_locked(node, group, *, free_slots: int, now, carried_by: int | None = 
     where, params = _claimable(node, now=now, judge_jobs_allowed=judge_jobs_allowed)
     jobs = claim_queued_jobs(where, params, limit=n)
     if not jobs:
-        result.reason = "empty" if judge_jobs_allowed else "not_ready"
+        result.reason = "empty" if judge_jobs_allowed else \
+            "not_enabled" if node.desired_state == DesiredState.DRAINING else "not_ready"
         return result
     lease = dict(
         state=JobState.RUNNING, node_id=node.pk, last_node_id=node.pk, host_group_id=group.pk,

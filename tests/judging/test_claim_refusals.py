@@ -133,14 +133,18 @@ def test_no_free_slots_asked_leases_nothing(student, problem, node_a, free_slots
 
 # --- desired state and verification -----------------------------------------------------------------
 
-def test_a_draining_node_gets_neither_judge_nor_diagnostic_jobs(student, problem):
-    node, identity = make_node(pool="python")
-    diagnostic = _diagnostic_job(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+def test_a_draining_node_gets_no_judge_job_but_its_own_check(student, problem):
+    """Drained for maintenance, then checked before it is enabled again: the check's
+    diagnostic jobs are its to run, the students' work is not."""
+    node, identity = make_node(pool="python", max_slots=20)
     submit(student, problem)
     JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.DRAINING)
     result = _claim(identity, free_slots=4, now=timezone.now())
     assert (result.jobs, result.reason, result.desired_state) == ([], "not_enabled", DesiredState.DRAINING)
-    assert JudgeJob.objects.get(pk=diagnostic.pk).state == JobState.QUEUED
+    diagnostics = _diagnostic_jobs(node, node_check_start(node_id=node.pk, actor=None, now=timezone.now()))
+    result = _claim(identity, free_slots=len(diagnostics) + 4, now=timezone.now())
+    assert {job.pk for job in result.jobs} == {job.pk for job in diagnostics}
+    assert JudgeJob.objects.filter(kind="JUDGE", state=JobState.QUEUED).count() == 1
 
 
 @pytest.mark.parametrize("state", [DesiredState.PENDING_VERIFICATION, DesiredState.DISABLED])
