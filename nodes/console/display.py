@@ -143,9 +143,10 @@ def _ready_clause(pool_label: str, ready_after: int) -> str:
                     ready_after) % {"pool": pool_label, "n": ready_after}
 
 
-def impact(action: str, *, node, figures: dict, counts_ready: bool) -> str:
+def impact(action: str, *, node, figures: dict, counts_ready: bool, last_attempts: int = 0) -> str:
     """What the action does to the pool, in one sentence: "Draining python-2 leaves python
-    with 1 ready node; its 3 running jobs will finish"."""
+    with 1 ready node; its 3 running jobs will finish". `last_attempts`: of its running jobs,
+    those on their last allowed attempt, which a revoke ends as a system error."""
     label = POOLS[node.pool].label
     ready_after = figures["readyNodes"] - (1 if counts_ready else 0)
     waiting = figures["pending"]
@@ -159,6 +160,10 @@ def impact(action: str, *, node, figures: dict, counts_ready: bool) -> str:
                          if action == "revoke" else
                          ngettext("its %(n)d running job will finish", "its %(n)d running jobs will finish",
                                   running) % {"n": running})
+            if action == "revoke" and last_attempts:
+                parts.append(ngettext("%(n)d of them, on its last attempt, ends as a system error",
+                                      "%(n)d of them, on their last attempt, end as a system error",
+                                      last_attempts) % {"n": last_attempts})
         if ready_after == 0 and waiting:
             parts.append(ngettext("%(n)d waiting submission will wait", "%(n)d waiting submissions will wait",
                                   waiting) % {"n": waiting})

@@ -280,11 +280,18 @@ def join(request, node_id: int):
 
 # --- actions ---------------------------------------------------------------------------------
 
+def _on_last_attempt(node) -> int:
+    """Its running jobs that a revoke fails instead of requeueing (`release_node_leases`)."""
+    return JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING,
+                                   attempts__gte=settings.KECE_MAX_ATTEMPTS).count()
+
+
 def _action_context(node, action: str, *, now, **extra) -> dict:
     figures = _figures(now)[node.pool]
     return {"node": node, "action": action, "row": display.node_row(node, now=now, running_check=False,
                                                                     host_group_name=node.host_group.name),
-            "impact": display.impact(action, node=node, figures=figures, counts_ready=_counts_ready(node, now=now)),
+            "impact": display.impact(action, node=node, figures=figures, counts_ready=_counts_ready(node, now=now),
+                                     last_attempts=_on_last_attempt(node) if action == "revoke" else 0),
             "groups": JudgeHostGroup.objects.order_by("name", "id"), "form": {}, **extra}
 
 

@@ -8,6 +8,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from judging.models import JudgeJob
 from nodes.models import DesiredState, JoinCode, JudgeNode, NodeAudit, NodeCheck
 from nodes.services import node_update
 from tests.api.helpers import make_admin, make_teacher
@@ -151,7 +152,7 @@ def test_a_refused_registration_says_why_in_a_sentence_and_keeps_the_form(admin)
     assert "That name is already taken." in _register(admin, max_slots="2").content.decode()
 
 
-def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, problem):
+def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, problem, settings):
     node, identity = make_node(pool="python", name="python-2", max_slots=4)
     make_node(pool="python", name="python-3")
     for _ in range(5):
@@ -163,6 +164,15 @@ def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, 
     page = admin.get(f"/admin/judgers/{node.pk}/disable").content.decode()
     assert ("Disabling python-2 leaves Python with no ready node; its 3 running jobs will finish; "
             "2 waiting submissions will wait.") in page
+    # A revoke requeues them, but one on its last attempt would end as a system error: said so.
+    JudgeJob.objects.filter(pk=JudgeJob.objects.filter(node_id=node.pk).order_by("id")[0].pk).update(
+        attempts=settings.KECE_MAX_ATTEMPTS)
+    page = admin.get(f"/admin/judgers/{node.pk}/revoke").content.decode()
+    assert ("its 3 running jobs go back to the queue; 1 of them, on its last attempt, ends as a system error; "
+            "2 waiting submissions will wait.") in page
+    admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": node.revision, "reason": "disk failing"})
+    assert sorted(JudgeJob.objects.filter(last_node_id=node.pk).values_list("state", flat=True)) == [
+        "FAILED", "QUEUED", "QUEUED"]
 
 
 def test_draining_through_the_console_uses_the_service_and_is_audited(admin, node_a):
