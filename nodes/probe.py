@@ -74,8 +74,9 @@ def resolve_checked(host: str, port: int, *, within: float | None = None) -> lis
     return addresses
 
 
-def normalize_base_url(url: str) -> str:
-    """`https://host[:port]` with a lower-case host, no path, query, fragment or user info."""
+def normalize_base_url(url: str, *, resolve: bool = True) -> str:
+    """`https://host[:port]` with a lower-case host, no path, query, fragment or user info;
+    its addresses checked against the approved networks unless `resolve` is False."""
     if not isinstance(url, str) or len(url) > 300:
         raise Invalid("baseUrl must be an HTTPS URL.", fields={"baseUrl": ["not a URL"]})
     try:
@@ -90,7 +91,8 @@ def normalize_base_url(url: str) -> str:
     if not port_allowed(port):
         raise Invalid(f"Port {port} is not an approved port.", fields={"baseUrl": ["port not approved"]})
     host = parts.hostname.lower()
-    resolve_checked(host, port)
+    if resolve:
+        resolve_checked(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     return f"https://{shown_host}" + ("" if port == 443 else f":{port}")
 

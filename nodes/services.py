@@ -270,7 +270,11 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
     if "max_slots" in changes:
         _check_slots(changes["max_slots"])
     if "base_url" in changes:
-        changes["base_url"] = normalize_base_url(changes["base_url"])
+        # The address the node already has is not looked up again: the console's form sends it
+        # with every edit, and a renamed node whose host does not resolve now is still renamed.
+        unchanged = normalize_base_url(changes["base_url"], resolve=False) == \
+            JudgeNode.objects.filter(pk=node_id).values_list("base_url", flat=True).first()
+        changes["base_url"] = normalize_base_url(changes["base_url"], resolve=not unchanged)
     if "host_group_id" in changes:
         _host_group(changes["host_group_id"])
     with name_taken_on_conflict(), transaction.atomic(durable=True):

@@ -233,6 +233,25 @@ def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student,
     assert "alice" in page and "max_slots: 4 → 3" in page
 
 
+def test_a_node_whose_host_no_longer_resolves_is_still_renamed(admin, node_a):
+    """The edit form sends the base URL back with every change: the address the node already
+    has is not looked up again, so a node whose machine is gone can be renamed or disabled."""
+    node, _ = node_a
+    JudgeNode.objects.filter(pk=node.pk).update(base_url="https://gone.invalid:8443")
+    response = admin.post(f"/admin/judgers/{node.pk}/edit", {
+        "revision": node.revision, "name": "node-a-old", "base_url": "https://GONE.invalid:8443/"})
+    assert response.status_code == 302
+    node.refresh_from_db()
+    assert (node.name, node.base_url, node.desired_state) == ("node-a-old", "https://gone.invalid:8443",
+                                                              DesiredState.ENABLED)
+    # A new address is looked up as ever.
+    moved = admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision,
+                                                         "base_url": "https://other.invalid:8443"})
+    assert moved.status_code == 400
+    node.refresh_from_db()
+    assert node.base_url == "https://gone.invalid:8443"
+
+
 def test_host_groups_are_created_and_their_slots_edited_with_a_revision(admin):
     admin.post("/admin/judgers/host-groups", {"name": "rack-2", "host_id": "m2", "total_slots": "8"})
     from nodes.models import JudgeHostGroup
