@@ -171,7 +171,10 @@ def _finish_check(check, *, node_id: int, passed: bool, items: list[dict], now) 
             self_check_agent_version=check.agent_version, self_check_finished_at=now,
             updated_at=now,  # whether it may judge changed: the stall rule starts again from here
         )
-        quarantined = JudgeNode.objects.filter(pk=node_id, quarantined_at__isnull=False).first() if passed else None
+        # A check answers for the quarantine it was started against: one that began while it
+        # ran (a canary it failed meanwhile) needs a check of its own.
+        quarantined = JudgeNode.objects.filter(pk=node_id, quarantined_at__isnull=False,
+                                               quarantined_at__lte=check.started_at).first() if passed else None
         if quarantined is not None:
             quarantine_clear_locked(quarantined, now=now, check_id=check.pk)
 

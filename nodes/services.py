@@ -122,6 +122,7 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
     by a guarded UPDATE under the node lock, so two agents racing with one code cannot
     both join.
     """
+    require_agreeing_clock()  # a code's expiry is a deadline, the first heartbeat a time claims judge by
     digest = credential_digest(join_code or "")
     node_id = JoinCode.objects.filter(code_digest=digest).values_list("node_id", flat=True).first()
     if node_id is None:
@@ -149,6 +150,7 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
 
 
 def node_session_open(*, node_id: int, credential_digest_value: str, report: AgentReport, now) -> JudgeNode:
+    require_agreeing_clock()  # the session's first heartbeat is a time claims judge freshness by
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
         if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.utils import timezone
 
 from judging import clock
 from judging.models import JobState, JudgeJob
@@ -48,6 +49,15 @@ def test_a_skewed_process_refuses_every_call_that_sets_or_checks_a_deadline(skew
     assert error_of(answer) == (503, "unavailable") and int(answer["Retry-After"]) >= 1
     beat = send(node_client(node, session=node.session_epoch), "POST", INTERNAL + "heartbeat", heartbeat_body())
     assert error_of(beat) == (503, "unavailable")
+    # Nor does it open a session or take a join code: both stamp the node's first heartbeat.
+    from nodes.services import AgentReport, node_join, node_session_open
+
+    report = AgentReport("test", "python-r1", 2)
+    with pytest.raises(Unavailable):
+        node_session_open(node_id=node.pk, credential_digest_value=identity.credential_digest, report=report,
+                          now=timezone.now())
+    with pytest.raises(Unavailable):
+        node_join(join_code="any-code", report=report, now=timezone.now())
     with pytest.raises(Unavailable):
         claim(identity)
 

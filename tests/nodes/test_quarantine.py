@@ -273,6 +273,26 @@ def test_a_passing_check_ends_the_quarantine_and_a_failing_one_does_not(student,
     assert len(claim(identity, now=now)) == 1
 
 
+def test_a_check_does_not_lift_a_quarantine_that_began_while_it_ran(node_a, admin_user):
+    """Started on a sound node, it passes; meanwhile a canary quarantined the node: that
+    quarantine is for a check started after it, not lifted by no one's action."""
+    node, identity = node_a
+    now = timezone.now()
+    JudgeNode.objects.filter(pk=node.pk).update(max_slots=20)
+    check = node_check_start(node_id=node.pk, actor=admin_user, now=now)
+    node.refresh_from_db()
+    _queue_self_check(check, node, items=[], now=now)
+    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now + timedelta(seconds=5),
+                                                quarantine_reason="canary_mismatch: test")
+    for job in claim(identity, free_slots=20, now=now + timedelta(seconds=6)):
+        settle(identity, SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED",
+                                       verdict=job.snapshot["canary"]["expect"], checks=PASSING_ITEMS),
+               now=now + timedelta(seconds=10))
+    node.refresh_from_db()
+    assert node.self_check_status == "PASSED" and node.quarantine_reason == "canary_mismatch: test"
+    assert _audits(node, "quarantine_cleared") == []
+
+
 @pytest.mark.parametrize("away", ["silent", "unhealthy", "group_disabled"])
 def test_a_node_that_could_not_claim_is_not_stalled_the_moment_it_can(student, problem, quarantine_settings, away):
     """After an outage (no heartbeat), ill health, or its host group disabled for a while with
