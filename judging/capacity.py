@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
 
 from judging.models import JobKind, JobState, JudgeJob
+from kece.caches import shared_or_computed
 from pools.registry import POOLS
 
 ENOUGH, SHORT, QUIET, UNMEASURED = "enough", "short", "quiet", "unmeasured"
@@ -66,11 +66,9 @@ def pool_loads(*, now, window_s: int | None = None) -> dict[str, PoolLoad]:
     """`measure_loads` over `KECE_CAPACITY_WINDOW_S`, from the cache while fresh
     (`KECE_CAPACITY_CACHE_S`)."""
     window_s = window_s or settings.KECE_CAPACITY_WINDOW_S
-    key = f"kece:capacity-loads:{window_s}"
-    found = cache.get(key)
-    if found is None:
-        found = {pool: asdict(load) for pool, load in measure_loads(now=now, window_s=window_s).items()}
-        cache.set(key, found, timeout=settings.KECE_CAPACITY_CACHE_S)
+    found = shared_or_computed(
+        f"kece:capacity-loads:{window_s}", timeout=settings.KECE_CAPACITY_CACHE_S,
+        compute=lambda: {pool: asdict(load) for pool, load in measure_loads(now=now, window_s=window_s).items()})
     return {pool: PoolLoad(**load) for pool, load in found.items()}
 
 

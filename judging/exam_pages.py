@@ -20,6 +20,7 @@ from judging.selectors import submission_keys, submissions_of
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import DomainError, NotFound
+from pools.registry import POOLS
 
 STATE_WORDS = {
     exams.NOT_STARTED: gettext_lazy("Not started"), exams.OPEN: gettext_lazy("Open"),
@@ -52,10 +53,12 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         raise Http404 from None  # an exam you are not in does not exist for you
     now = timezone.now()
     page = Paginator(submission_keys(exam=exam, user=request.user), PAGE_SIZE).get_page(request.GET.get("page"))
-    view = exam_json(exam, participant, viewer=request.user, now=now, submissions=submissions_of(page))
-    for submission in view["submissions"]:
-        submission["words"] = display.status_words(submission["status"], submission["waitReason"])
-        submission["icon"] = display.status_icon(submission["status"])
+    listed = submissions_of(page)
+    view = exam_json(exam, participant, viewer=request.user, now=now, submissions=listed)
+    for row, submission in zip(view["submissions"], listed):
+        row["words"] = display.status_words(row["status"], row["waitReason"],
+                                            runtime=POOLS[submission.language].label)
+        row["icon"] = display.status_icon(row["status"])
     context = {
         "exam": exam, "view": view, "page": page, "handed_in_at": participant.handed_in_at,
         "state_words": STATE_WORDS[view["state"]], "error": error,

@@ -20,7 +20,7 @@ from judging.services.exams import hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
-from kece.errors import ExamClosed, ExamInProgress, IdempotencyConflict, Invalid, Throttled
+from kece.errors import ExamClosed, ExamInProgress, IdempotencyConflict, Invalid, Throttled, Unavailable
 from kece.permissions import can_manage_judgers
 from pools.registry import POOLS
 from pools.status import judge_status
@@ -48,7 +48,7 @@ def _schema_text(manifest) -> str:
         return ""
 
 
-def _practice(request):
+def _practice(request, problem):
     """The lesson practice a problem page submits into (`?practice=` on the link from the
     practice's page), if it holds the problem; else None (free practice)."""
     from judging.models import LessonPractice
@@ -56,7 +56,8 @@ def _practice(request):
     practice_id = whole_number(request.POST.get("practice") or request.GET.get("practice"))
     if not practice_id:
         return None
-    return LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True).first()
+    return LessonPractice.objects.filter(pk=practice_id, deleted_at__isnull=True, lesson__deleted_at__isnull=True,
+                                         problems=problem).first()
 
 
 def _exam_id(request) -> int | None:
@@ -79,7 +80,7 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
         "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
-        "practice": None if _exam_id(request) else _practice(request),
+        "practice": None if _exam_id(request) else _practice(request, problem),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
     return render(request, "judging/problem_detail.html", context, status=status)
@@ -105,7 +106,7 @@ def _submit_form_once(request, problem, *, language: str, code: str):
     """Submit under the form's key, as the API does under `Idempotency-Key`: the same form
     posted again gets the first post's submission."""
     exam_id = _exam_id(request)
-    practice = None if exam_id else _practice(request)
+    practice = None if exam_id else _practice(request, problem)
     practice_id = practice.pk if practice else None
     body = {"problemId": problem.pk, "language": language, "code": code, "examId": exam_id,
             "lessonPracticeId": practice_id}
@@ -142,8 +143,13 @@ def problem_detail(request, problem_id: int):
         # The code stays in the form: nothing the student typed is lost to a refusal.
         return _problem_page(request, problem, language=language, code=code, errors=_form_errors(exc, code),
                              status=400)
-    except Throttled as exc:
-        response = _problem_page(request, problem, language=language, code=code, errors=[exc.detail], status=429)
+    except (Throttled, Unavailable) as exc:
+        # Unavailable: this server's clock disagrees with the database's (an exam's window is
+        # a deadline), or the database is away; the code stays in the form all the same.
+        errors = [exc.detail] if isinstance(exc, Throttled) else [
+            _("The server cannot take this submission right now; your code is kept here. Try again in %(seconds)d s.")
+            % {"seconds": exc.retry_after}]
+        response = _problem_page(request, problem, language=language, code=code, errors=errors, status=exc.status)
         response["Retry-After"] = str(exc.retry_after)
         return response
     return redirect("submission", submission_type=submission.TYPE, submission_id=submission.pk)

@@ -11,13 +11,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from judging.models import SUBMISSION_MODELS, Exam, ExamMode, FirstAccepted, LessonPractice, PracticeBest
 from judging.system import system_user_id
+from kece.caches import shared_or_computed
 
 BOARD_SIZE = 10
 DAYS = 14
@@ -74,11 +74,8 @@ def lesson_statistics(lesson, *, now=None) -> dict:
     """The lesson's shared figures, from the cache when fresh. The key carries the lesson's
     creation time too: a database recreated with the same ids must not read another's."""
     key = f"kece:lesson-stats:{lesson.pk}:{lesson.created_at.timestamp()}"
-    found = cache.get(key)
-    if found is None:
-        found = _compute(lesson.pk, now=now or timezone.now())
-        cache.set(key, found, timeout=settings.KECE_STATS_CACHE_S)
-    return found
+    return shared_or_computed(key, lambda: _compute(lesson.pk, now=now or timezone.now()),
+                              timeout=settings.KECE_STATS_CACHE_S)
 
 
 def my_bests(user, practice_ids: list) -> dict:

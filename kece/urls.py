@@ -70,7 +70,7 @@ urlpatterns = [
     path("api/schema/", views.SchemaView.as_view(), name="schema"),
     path("api/docs/", views.api_docs, name="api-docs"),
     path("django-admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Without CSRF: the language form is on pages that every anonymous visitor shares
     # (`pools.views.home`), so it carries no per-visitor token; another site could at worst

@@ -1,8 +1,10 @@
 import functools
 
+from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
@@ -122,3 +124,15 @@ class SchemaView(SpectacularAPIView):
 api_docs = permission_required(MANAGE_JUDGERS)(
     SpectacularSwaggerView.as_view(url_name="schema")
 )
+
+
+class SignInView(auth_views.LoginView):
+    """Django's sign-in page; a visitor already signed in goes where `next` says."""
+
+    redirect_authenticated_user = True
+
+    def get_success_url(self):
+        # `next` naming this very page (the Back button after its own "Sign in" link) would
+        # send a signed-in visitor round in a loop, which Django refuses with an error: home.
+        url = super().get_success_url()
+        return resolve_url(settings.LOGIN_REDIRECT_URL) if url == self.request.path else url

@@ -138,3 +138,15 @@ def test_a_deleted_lesson_or_practice_is_not_found_and_anonymous_visitors_sign_i
     sent = send(api, "POST", "/api/v1/submissions", {"problemId": _first.pk, "language": "python",
                                                      "code": "print(1)", "lessonPracticeId": practice.pk})
     assert error_of(sent) == (400, "invalid") and "lessonPracticeId" in sent.json()["fields"]
+
+
+def test_with_the_cache_away_the_lesson_page_and_the_console_are_computed_not_broken(lesson, settings):
+    """Redis down: the figures they cache are computed for each read instead (slower pages,
+    not an error page), as the homepage shows its status as unavailable."""
+    from tests.live import free_port
+
+    lesson, *_ = lesson
+    settings.CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    assert session_client(person("gil")).get(f"/lessons/{lesson.pk}").status_code == 200
+    assert session_client(make_admin()).get("/admin/judgers").status_code == 200

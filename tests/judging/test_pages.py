@@ -221,3 +221,44 @@ def test_code_with_a_nul_character_is_refused_from_the_page_as_from_the_api(sign
                          content_type="application/json")
     assert error_of(api) == (400, "invalid")
     assert not Submission.objects.exists() and not JudgeJob.objects.exists()
+
+
+def test_an_exam_submit_while_the_clock_disagrees_keeps_the_code_and_says_when_to_retry(
+        signed_in, student, problem, settings, monkeypatch):
+    from judging import clock
+    from tests.factories import make_exam
+
+    exam = make_exam(problem, mode="ACM", participants=[student])
+    settings.KECE_CLOCK_CHECK_MS = 3000
+    monkeypatch.setattr(clock, "_measure", lambda: 300.0)
+    monkeypatch.setitem(clock._last, "at", float("-inf"))  # measured again, five minutes off
+    monkeypatch.setitem(clock._last, "skew", clock._last["skew"])
+    response = signed_in.post(f"/problems/{problem.pk}?exam={exam.pk}",
+                              {"language": "python", "code": "print(42)", "exam": exam.pk})
+    page = response.content.decode()
+    assert (response.status_code, response["Retry-After"]) == (503, "3")
+    assert "your code is kept here. Try again in 3 s." in page and ">print(42)</textarea>" in page
+    assert not Submission.objects.exists()
+
+
+def test_a_practice_link_for_another_problem_promises_nothing(signed_in, student, problem):
+    from tests.factories import make_practice
+
+    other = make_practice(make_problem(languages=("python",)))
+    page = signed_in.get(f"/problems/{problem.pk}?practice={other.pk}").content.decode()
+    assert "This submission counts for the practice." not in page
+
+
+def test_the_exam_page_names_the_runtime_a_waiting_submission_needs(signed_in, student, problem):
+    from tests.factories import make_exam
+
+    exam = make_exam(problem, mode="ACM", participants=[student])
+    submit(student, problem, language="cpp", exam_id=exam.pk)
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "no C++ judge is available right now" in page
+
+
+def test_signing_in_again_when_signed_in_goes_home_not_round_in_a_loop(signed_in):
+    response = signed_in.get("/accounts/login/?next=/accounts/login/")
+    assert (response.status_code, response["Location"]) == (302, "/")
+    assert signed_in.get("/accounts/login/?next=/problems").headers["Location"] == "/problems"
