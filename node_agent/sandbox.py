@@ -69,6 +69,7 @@ ETC_BINDS = (
 )
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 PAGE_KB = PAGE_BYTES // 1024
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SETUP_WAIT_S = 10  # bwrap builds a sandbox in milliseconds; this bound is for a stuck one
 # The only places a program may write (besides /box while compiling), each a bounded tmpfs.
 WRITABLE_TMPFS = ("/tmp", "/dev/shm")
@@ -136,6 +137,7 @@ class _Watch:
     peak_kb: int = 0
     tree: set = field(default_factory=set)
     tmpfs_fds: list = field(default_factory=list)  # keep the sandbox's tmpfs measurable after it ends
+    cpu_ticks: dict = field(default_factory=dict)  # every process of the run seen: its CPU time
     cgroup: "Path | None" = None
 
 
@@ -369,7 +371,8 @@ class Sandbox:
             if watch.root_pidfd is not None:
                 os.close(watch.root_pidfd)
         result.wall_ms = int((time.monotonic() - start) * 1000)
-        result.cpu_ms = int(cpu_s * 1000)
+        # The rusage counts what was waited for; the samples also what the end killed.
+        result.cpu_ms = max(int(cpu_s * 1000), _tree_cpu_ms(watch.cpu_ticks))
         # Files still in the sandbox's tmpfs when it ended were held at the program's peak too.
         result.memory_kb = max(watch.peak_kb, maxrss + _tmpfs_kb(watch.tmpfs_fds))
         if watch.cgroup is not None:
@@ -406,10 +409,15 @@ class Sandbox:
                     self._kill(w)
                 elif now >= next_sample:
                     next_sample = now + 0.05
-                    rss = _tree_rss_kb(w.root_pid) + _tmpfs_kb(w.tmpfs_fds)
+                    rss = _tree_sample(w.root_pid, w.cpu_ticks, count_root=w.root_pid == w.proc.pid) \
+                        + _tmpfs_kb(w.tmpfs_fds)
                     w.peak_kb = max(w.peak_kb, rss)
                     if limits.memory_kb is not None and rss > limits.memory_kb:
                         result.memory_exceeded = True
+                        self._kill(w)
+                    elif _tree_cpu_ms(w.cpu_ticks) > limits.cpu_ms:
+                        # Every process's CPU counts, each under its own rlimit: children that
+                        # share the work would otherwise each stay below it.
                         self._kill(w)
         finally:
             os.close(pidfd)
@@ -572,7 +580,10 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _tree_rss_kb(root: int) -> int:
+def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool) -> int:
+    """The tree's resident memory (KiB), and each process's CPU time so far into `cpu_ticks`
+    ((pid, start time) → clock ticks): a process that the sandbox's end kills is reaped by
+    the kernel, and no rusage ever counts it, so what it used is known only from here."""
     total = 0
     stack = [root]
     seen = set()
@@ -582,12 +593,24 @@ def _tree_rss_kb(root: int) -> int:
             continue
         seen.add(pid)
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * PAGE_KB
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        try:
+            # After the command name: state is field 3, so utime (14) is [11], stime (15)
+            # [12], starttime (22) [19] and rss (24, pages) [21].
+            total += int(fields[21]) * PAGE_KB
+            if count_root or pid != root:
+                cpu_ticks[(pid, fields[19])] = int(fields[11]) + int(fields[12])
+        except (IndexError, ValueError):
             continue
         stack.extend(_children(pid))
     return total
+
+
+def _tree_cpu_ms(cpu_ticks: dict) -> int:
+    return sum(cpu_ticks.values()) * 1000 // CLOCK_TICKS
 
 
 def _tail(path: Path, limit: int = 400) -> str:

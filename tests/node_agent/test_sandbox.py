@@ -47,6 +47,17 @@ def test_cpu_time_of_the_program_is_measured(box):
     assert (box[1] / "out").read_bytes() == b"done\n"
 
 
+def test_cpu_time_of_a_child_the_end_kills_still_counts(box):
+    """The work done by a child that outlives the main program: the sandbox's end kills it and
+    the kernel reaps it, so no rusage counts it. Sampled, it still counts against the limit
+    (else a program could hand its work to a child and be judged within time)."""
+    # 0.6 s of CPU: above the 0.3 s limit, below the child's own rlimit (a whole second).
+    worker = ("python3 -c 'import time\nwhile time.process_time() < 0.6: pass\nprint(42)'; "
+              "echo done > ./signal; sleep 100")
+    res = run(box, f"mkfifo ./signal; ( {worker} ) & read x < ./signal; exit 0", cpu_ms=300, wall_ms=60000)
+    assert res.cpu_ms > 300, res
+
+
 def test_output_beyond_the_file_size_limit_stops_the_program(box):
     res = run(box, "yes flood")
     assert (box[1] / "out").stat().st_size == 1000
