@@ -56,6 +56,9 @@ SYNTAX_ERROR = 1064
 # Out of memory, out of sort memory, out of resources, in-memory table full: the memory
 # limit is applied to the session's in-memory tables (max_heap_table_size, tmp_table_size).
 MEMORY_CODES = {1037, 1038, 1041, 1114}
+# The watchdog's look at the job's memory: at most this long, and what ends it early.
+FOOTPRINT_BOUND_MS = 500
+FOOTPRINT_GAVE_UP = {1969, 3024, 1205}  # statement time (MariaDB, MySQL), lock wait timeout
 # A killed session may hold its locks a moment longer (rollback); cleanup waits this long
 # for it, then gives up to the next sweep rather than blocking a slot.
 CLEANUP_WAIT_S = 10
@@ -425,9 +428,15 @@ class Watchdog(threading.Thread):
 
     def _connect(self):
         admin = self.judge_db.admin()
+        # A look at the tables waits for the metadata lock of one being created (CREATE TABLE …
+        # AS SELECT SLEEP(…)): bounded, so that the deadline and a cancel are always checked.
         if self.judge_db.flavor() == "mysql":
             # MySQL 8 caches table sizes for a day by default.
-            admin.cursor().execute("SET SESSION information_schema_stats_expiry = 0")
+            admin.cursor().execute("SET SESSION information_schema_stats_expiry = 0, lock_wait_timeout = 1, "
+                                   f"max_execution_time = {FOOTPRINT_BOUND_MS}")
+        else:
+            admin.cursor().execute(f"SET SESSION lock_wait_timeout = 1, "
+                                   f"max_statement_time = {FOOTPRINT_BOUND_MS / 1000:.3f}")
         return admin
 
     def _reason(self, cur, deadline: float) -> str | None:
@@ -440,6 +449,16 @@ class Watchdog(threading.Thread):
         return None
 
     def _footprint(self, cur) -> int:
+        """The job's MEMORY tables and its sessions' memory; 0 (unknown: looked at again at
+        the next poll) when the look outlived its bound, waiting on a table's lock."""
+        try:
+            return self._measure_footprint(cur)
+        except MySQLdb.OperationalError as exc:
+            if exc.args and exc.args[0] in FOOTPRINT_GAVE_UP:
+                return 0
+            raise
+
+    def _measure_footprint(self, cur) -> int:
         tables = ("SELECT COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES "
                   "WHERE TABLE_SCHEMA = %s AND ENGINE = 'MEMORY'")
         if self.judge_db.flavor() == "mariadb":

@@ -105,6 +105,10 @@ ATTACKS = {
         f"{EXPECTED};", QUERY, "MLE"),
     "sleep_after_lifting_the_time_limit": (
         f"SET SESSION max_statement_time = 0; SELECT SLEEP(20); {EXPECTED};", QUERY, "TLE"),
+    # The table being created holds its metadata lock: a watchdog whose look at the tables
+    # waited for it would never reach its deadline, and the slot would be held for good.
+    "sleep_inside_a_create_table_the_watchdog_would_wait_for": (
+        f"SET SESSION max_statement_time = 0; CREATE TABLE x AS SELECT SLEEP(20) AS s; {EXPECTED};", QUERY, "TLE"),
 }
 
 
