@@ -156,6 +156,10 @@ def retire(node_ids) -> None:
     retire_nodes(node_ids)
 
 
+# The console's publish step's interval (`KECE_CONSOLE_PUBLISH_MS`: the lab's hosts run the default).
+PUBLISH_S = 1.0
+
+
 def wait_for(predicate, what: str, timeout: float, notes: dict | None = None):
     """The predicate's first true value. On timeout: with `notes`, the scenario is marked failed
     and goes on to its drain and check (a protection removed shows there); else an error."""
@@ -567,9 +571,22 @@ def scenario_f(lab: Lab, quick: bool) -> Outcome:
     fallback_before = _fallback_polls(lab)
     run = _burst(lab, "f", jobs, during=kill_primary)
     watcher.join()
-    # After the failover: more submissions, whose judging the console must show again.
+    # The console page reconnects on its own, refused (403) until its channel layer follows
+    # the new primary; once it is back, more submissions, whose judging it must show again.
+    # (Submissions judged while it is away leave nothing to show: the console shows the
+    # present, not a history it missed.)
+    back_after = marks.get("promoted") or marks["killed"]
+    wait_for(lambda: any(t > back_after for t in console.connects)
+             or any(t > back_after for t, _kind in console.messages), "the console connected again", 60, notes)
     after = time.time()
-    late = Users(lab, 2).burst(20, 2)
+    # In waves: the console shows the present, sampled each publish interval, and a wave judged
+    # between two samples leaves nothing to show; the next wave comes once one was not seen.
+    late, users = [], Users(lab, 2)
+    for _wave in range(4):
+        late += users.burst(5, 2)
+        seen_by = time.monotonic() + 2.5 * PUBLISH_S
+        while not console.first_change_after(after) and time.monotonic() < seen_by:
+            time.sleep(0.1)
     drain(late, 60)
     shown = wait_for(lambda: console.first_change_after(after), "a console update after the failover", 15, notes)
     resumed = console.first_change_after(marks.get("promoted") or marks["killed"])
