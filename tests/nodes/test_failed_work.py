@@ -138,6 +138,23 @@ def test_dead_events_are_listed_with_their_error_and_dispatched_again(admin, pro
     assert submission.pk
 
 
+def test_dead_events_past_the_first_page_are_reached_by_its_pager(admin, problem, fleet):
+    from nodes.console.failed import PAGE_SIZE
+
+    (_flaky, _), (_sound, sound_id) = fleet
+    submit(UserFactory(), problem)
+    [job] = claim(sound_id)
+    settle(sound_id, judged(job))
+    [event] = SettlementEvent.objects.filter(job=job)
+    SettlementEvent.objects.bulk_create([
+        SettlementEvent(job=job, event_type=f"dead-{i}", payload=event.payload, state=EventState.DEAD,
+                        next_attempt_at=event.next_attempt_at, created_at=event.created_at)
+        for i in range(PAGE_SIZE + 10)])
+    page = admin.get(PAGE).content.decode()
+    assert page.count('<tr data-event="') == PAGE_SIZE and 'class="pager"' in page
+    assert admin.get(PAGE, {"page": 2}).content.decode().count('<tr data-event="') == 10
+
+
 @pytest.mark.parametrize("query", [{"since": "2024-02-30T10:00"}, {"until": "0001-01-01T00:00+05:00"},
                                    {"node": "²"}, {"pool": "cobol"}, {"node": "9" * 30}])
 def test_a_filter_that_means_nothing_is_refused_in_words(admin, query):
