@@ -177,8 +177,9 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
     for check in checks:
         if check.finished_at is not None:
             failed = [i["name"] for i in check.items or [] if not i.get("ok")]
-            entries.append({"at": check.finished_at, "who": _("the system"), "what": _("check %(status)s") % {
-                "status": check.status.lower()}, "changes": [], "reason": ", ".join(failed)})
+            what = _("check passed") if check.status == NodeCheck.Status.PASSED else _("check failed")
+            entries.append({"at": check.finished_at, "who": _("the system"), "what": what, "changes": [],
+                            "reason": ", ".join(failed)})
     for job in errors:
         what = _("session replaced") if job.error == "session_replaced" else job.error
         entries.append({"at": job.updated_at, "who": _("the system"), "what": what, "changes": [],
@@ -421,9 +422,10 @@ def rejudges(request):
     from judging.services.bulk_rejudge import rejudge_progress
 
     operations = RejudgeOperation.objects.order_by("-id")[:PAGE_SIZE]
+    words = {"RUNNING": _("running"), "DONE": _("done"), "CANCELLED": _("cancelled")}
     return render(request, "nodes/console/rejudges.html",
-                  {"operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector}
-                                  for op in operations]})
+                  {"operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector,
+                                   "state_words": words.get(op.state, op.state)} for op in operations]})
 
 
 @require_POST

@@ -308,7 +308,10 @@ def test_a_node_page_rejudges_what_the_node_judged_and_the_rejudges_page_shows_p
     assert f'data-rejudge="{operation.pk}"' in page and "0 / 0 / 2" in page and f"Cancel #{operation.pk}" in page
     assert admin.post(f"/admin/judgers/rejudges/{operation.pk}/cancel").status_code == 302
     page = admin.get("/admin/judgers/rejudges").content.decode()
-    assert "CANCELLED" in page and f"Cancel #{operation.pk}" not in page
+    assert '<td class="state" data-state="CANCELLED">cancelled</td>' in page and f"Cancel #{operation.pk}" not in page
+    # In words of the page's language, not the stored code.
+    chinese = admin.get("/admin/judgers/rejudges", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert '<td class="state" data-state="CANCELLED">已取消</td>' in chinese
 
 
 # What `str.isdigit()` takes for a number but `int()` or the database does not, and what is
