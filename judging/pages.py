@@ -6,8 +6,9 @@ Thin views over the same services and reads as the user API (`submission_submit`
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
@@ -193,15 +194,20 @@ def submission_detail(request, submission_type: str, submission_id: int):
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)
+    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
+               **_record(submission, request.user)}
+    return render(request, "judging/submission_detail.html", context)
+
+
+def _record(submission, viewer) -> dict:
+    """Who judged the submission, and each attempt: the page's record below its status."""
     history = submission_history(submission)
     # A result still hidden from the viewer (an exam's, before publishing) hides who judged it too.
-    hidden = hidden_wait(submission, request.user) is not None
+    hidden = hidden_wait(submission, viewer) is not None
     judged_generation = submission.judged_generation if submission.verdict else None
-    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
-               "history": display.history_rows(history, judged_generation=judged_generation),
-               "provenance": [] if hidden else display.provenance_blocks(history, judged_generation=judged_generation),
-               "show_nodes": can_manage_judgers(request.user)}
-    return render(request, "judging/submission_detail.html", context)
+    return {"history": display.history_rows(history, judged_generation=judged_generation),
+            "provenance": [] if hidden else display.provenance_blocks(history, judged_generation=judged_generation),
+            "show_nodes": can_manage_judgers(viewer)}
 
 
 @require_GET
@@ -210,8 +216,16 @@ def submission_live(request, submission_type: str, submission_id: int):
     if not request.user.is_authenticated:
         raise Http404
     submission = _own_submission(request, submission_type, submission_id)
-    response = render(request, "judging/_submission_live.html",
-                      {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user)})
+    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user)}
+    if context["live"]["final"]:
+        # The last poll: the record below, written while it was judged, is replaced too
+        # (out of band), or the page would show the verdict above "being judged now".
+        context |= _record(submission, request.user) | {"oob": True}
+        html = render_to_string("judging/_submission_live.html", context, request) + \
+            render_to_string("judging/_submission_record.html", context, request)
+        response = HttpResponse(html)
+    else:
+        response = render(request, "judging/_submission_live.html", context)
     response["Cache-Control"] = "no-store"
     return response
 

@@ -138,6 +138,9 @@ def test_a_student_submits_from_the_browser_and_sees_the_verdict_arrive(agents, 
     assert page.evaluate("window.__notReloaded === true")  # it arrived without a reload
     assert "100 / 100" in page.locator("#submission-live").inner_text()
     assert page.locator("#submission-live tbody tr").count() == 5
+    # The record below came with the last poll: who judged it, no attempt still "being judged".
+    page.locator("#submission-record .provenance").wait_for(timeout=10000)
+    assert "Being judged now" not in page.locator("#submission-record").inner_text()
     screenshot(page, "submission-1280-en")
     submission = Submission.objects.get(user__username="alice")
     url = page.url

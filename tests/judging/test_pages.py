@@ -103,11 +103,15 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     [job] = claim(identity)
     JudgeJob.objects.filter(pk=job.pk).update(progress_phase="JUDGING", progress_testcase=2)
     assert "Judging case 2 of 2" in signed_in.get(url + "/live").content.decode()
+    assert "Being judged now" in signed_in.get(url).content.decode()  # the record, as the page was opened
     settle(identity, judged(job, verdict="WA", passing=[1]))
-    live = signed_in.get(url + "/live").content.decode()
+    answer = signed_in.get(url + "/live").content.decode()
+    live, record = answer.split('<div id="submission-record" hx-swap-oob="true">')
     assert "Wrong answer" in live and "50 / 100" in live
     assert "hx-trigger=" not in live  # a final verdict stops the polling
     assert len(re.findall(r"<tr>\s*<td class=\"num\">\d", live)) == 2  # one row per case
+    # The last poll replaces the record below too: who judged it, and no attempt "being judged".
+    assert "Who judged it" in record and "Being judged now" not in record
 
 
 def test_a_submission_waiting_for_a_runtime_without_judges_says_so(signed_in, student, problem):
