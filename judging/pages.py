@@ -164,6 +164,9 @@ def _own_submission(request, submission_type: str, submission_id: int):
     return submission
 
 
+HIDDEN_POLL_S = 30
+
+
 def _live(submission, *, now, viewer) -> dict:
     job, status, wait_reason = submission_state(submission, now=now)
     if (hidden := hidden_wait(submission, viewer)) is not None:
@@ -172,6 +175,8 @@ def _live(submission, *, now, viewer) -> dict:
     final = display.is_final(status)
     return {
         "status": status, "final": final, "icon": display.status_icon(status),
+        # A result an exam keeps until its hand-in or publishing comes in hours, not seconds.
+        "poll_s": HIDDEN_POLL_S if hidden else 1,
         "verdict_class": display.verdict_class(status),
         "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
                                       runtime=POOLS[submission.language].label,

@@ -266,3 +266,14 @@ def test_signing_in_again_when_signed_in_goes_home_not_round_in_a_loop(signed_in
     response = signed_in.get("/accounts/login/?next=/accounts/login/")
     assert (response.status_code, response["Location"]) == (302, "/")
     assert signed_in.get("/accounts/login/?next=/problems").headers["Location"] == "/problems"
+
+
+def test_a_result_an_exam_keeps_is_polled_for_slowly(signed_in, student, problem):
+    """Hours may pass before the hand-in or the publishing: the page asks every 30 s, not every second."""
+    from tests.factories import make_exam
+
+    exam = make_exam(problem, mode="OI", participants=[student])
+    waiting = submit(student, problem, exam_id=exam.pk)
+    assert "every 30s" in signed_in.get(f"/submissions/ALGO/{waiting.pk}/live").content.decode()
+    practice = submit(student, make_problem(languages=("python",)))
+    assert "every 1s" in signed_in.get(f"/submissions/ALGO/{practice.pk}/live").content.decode()
