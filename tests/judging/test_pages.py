@@ -179,7 +179,8 @@ def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):
     stats = subprocess.run(["msgfmt", "--statistics", "-o", os.devnull, str(po_path)], capture_output=True,
                            text=True, check=True, env={**os.environ, "LC_ALL": "C"}).stderr
     assert "fuzzy" not in stats and "untranslated" not in stats, stats
-    entries = re.findall(r'^msgid ((?:".*"\n)+)(?:msgid_plural ((?:".*"\n)+))?msgstr(?:\[0\])? ((?:".*"\n)+)', po, re.M)
+    entries = re.findall(r'^(?:msgctxt ((?:".*"\n)+))?msgid ((?:".*"\n)+)(?:msgid_plural ((?:".*"\n)+))?'
+                         r'msgstr(?:\[0\])? ((?:".*"\n)+)', po, re.M)
     # The catalogue covers what the templates and code mark today.
     work = tmp_path / "project"
     shutil.copytree(conf.BASE_DIR, work, ignore=shutil.ignore_patterns(
@@ -190,14 +191,17 @@ def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):
                    cwd=work, check=True, capture_output=True,
                    env=operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp_path / 'unused.sqlite3'}"))
     fresh = (work / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
-    fresh_ids = set(re.findall(r'^msgid ((?:".*"\n)+)', fresh, re.M))
-    assert fresh_ids == {m for m, _p, _s in entries}
+    fresh_ids = set(re.findall(r'^(?:msgctxt ((?:".*"\n)+))?msgid ((?:".*"\n)+)', fresh, re.M))
+    assert fresh_ids == {(c, m) for c, m, _p, _s in entries}
     compiled = gettext.GNUTranslations(open(locale / "zh_Hans" / "LC_MESSAGES" / "django.mo", "rb"))
     def text(quoted):
         return "".join(re.findall(r'"(.*)"', quoted)).encode().decode("unicode_escape").encode("latin-1").decode()
 
-    for msgid, plural, msgstr in entries:
+    for context, msgid, plural, msgstr in entries:
         key, want = text(msgid), text(msgstr)
+        if context:
+            assert compiled.pgettext(text(context), key) == want, (context, key)
+            continue
         if key:  # Chinese has one plural form: msgstr[0] serves every count
             assert (compiled.ngettext(key, text(plural), 2) if plural else compiled.gettext(key)) == want, key
 
