@@ -6,6 +6,8 @@ from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_vary_headers
+from django.utils.html import escape
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
@@ -25,11 +27,14 @@ def _is_api(request) -> bool:
     return request.path.startswith("/api/")
 
 
-def _error(request, status: int, code: str, detail: str, title: str, headers=None):
-    """The contract's envelope under /api/, a small page elsewhere."""
+def _error(request, status: int, code: str, detail: str, title: str, headers=None, sentence: str = ""):
+    """The contract's envelope under /api/, a small page elsewhere: one that needs nothing
+    that may have failed (no template, no database), in the visitor's language."""
     if _is_api(request):
         return JsonResponse({"error": code, "detail": detail}, status=status, headers=headers)
-    return HttpResponse(f"<!doctype html><title>{title}</title><h1>{title}</h1>", status=status)
+    body = (f'<!doctype html><html lang="{escape(get_language() or "en")}"><meta charset="utf-8">'
+            f"<title>{escape(title)}</title><h1>{escape(title)}</h1><p>{escape(sentence)}</p></html>")
+    return HttpResponse(body, status=status, headers=headers)
 
 
 def _error_page(request, status: int, title, detail):
@@ -40,7 +45,8 @@ def _error_page(request, status: int, title, detail):
 def bad_request(request, exception=None):
     # Reached for requests Django refuses before any view, such as a Host header that is
     # not in ALLOWED_HOSTS.
-    return _error(request, 400, "invalid", "Bad request.", "Bad request")
+    return _error(request, 400, "invalid", "Bad request.", _("Bad request"),
+                  sentence=_("The server cannot answer this request."))
 
 
 def forbidden(request, exception=None):
@@ -79,7 +85,8 @@ def ready(request):
 def server_error(request):
     status = 503 if _is_api(request) else 500  # the contract has no 500: a failure is "retry later"
     return _error(request, status, "unavailable", "The server could not answer; retry later.",
-                  "Something went wrong", headers={"Retry-After": "5"})
+                  _("Something went wrong"), headers={"Retry-After": "5"},
+                  sentence=_("The server could not answer. Try again in a moment."))
 
 
 def schema_part(request):

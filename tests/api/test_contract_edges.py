@@ -177,3 +177,20 @@ def test_a_repeated_credential_header_is_no_credential_on_the_hot_calls_as_elsew
     download = httpx.get(f"{server.url}{INTERNAL}jobs/{job['jobId']}/artifacts/{job['source']['digest']}",
                          headers=[*twice, ("X-Judge-Lease", str(job["leaseEpoch"]))], timeout=10)
     assert (download.status_code, download.json()["error"]) == (401, "unauthenticated")
+
+
+def test_the_bare_error_pages_speak_the_visitors_language():
+    """The pages that must render without templates or the database: a host the server does
+    not serve (400) and an unexpected failure (500), in the visitor's language."""
+    from django.test import RequestFactory
+    from django.utils import translation
+
+    from kece.views import server_error
+
+    page = Client(HTTP_HOST="evil.example", HTTP_ACCEPT_LANGUAGE="zh-hans").get("/problems")
+    assert page.status_code == 400 and "请求有误" in page.content.decode()
+    with translation.override("zh-hans"):
+        failed = server_error(RequestFactory().get("/problems"))
+    assert failed.status_code == 500 and "出错了" in failed.content.decode() and 'lang="zh-hans"' in failed.content.decode()
+    with translation.override("en"):
+        assert "Something went wrong" in server_error(RequestFactory().get("/problems")).content.decode()
