@@ -185,9 +185,12 @@ async def _alive(scope, send):
     """Liveness from the event loop itself (`kece.views.alive` answers the same): behind a
     lane whose threads all wait on a stalled database, or under a burst, a probe that queued
     with the requests would time out, and the supervisor would restart a healthy process."""
+    from kece.views import ALIVE
+
     await send({"type": "http.response.start", "status": 200, "headers": [
-        (b"content-type", b"text/plain"), (b"cache-control", b"no-store"), (b"content-length", b"3")]})
-    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else b"ok\n"})
+        (b"content-type", b"text/plain"), (b"cache-control", b"no-store"),
+        (b"content-length", str(len(ALIVE)).encode())]})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else ALIVE})
 
 
 async def route_http(scope, receive, send):

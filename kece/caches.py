@@ -4,9 +4,14 @@ For facts a request can check cheaply if they turn out stale (who a credential b
 to, what a job row points at): never the truth, only a saved read.
 """
 
+import logging
 import threading
 import time
 from collections import OrderedDict
+
+from django.core.cache import cache
+
+logger = logging.getLogger("kece.caches")
 
 
 class BoundedCache:
@@ -50,19 +55,15 @@ def shared_or_computed(key: str, compute, *, timeout: float):
     """`compute()`'s value through the shared (Redis) cache while it is fresh there, for
     figures that many pages read and any one may compute. While the cache is away, each
     read computes: the page is slower, never broken."""
-    import logging
-
-    from django.core.cache import cache
-
     try:
         found = cache.get(key)
     except Exception as exc:  # noqa: BLE001 - any cache failure: computed instead
-        logging.getLogger("kece.caches").warning("shared cache unreadable", extra={"key": key, "error": str(exc)})
+        logger.warning("shared cache unreadable", extra={"key": key, "error": str(exc)})
         return compute()
     if found is None:
         found = compute()
         try:
             cache.set(key, found, timeout=timeout)
         except Exception as exc:  # noqa: BLE001
-            logging.getLogger("kece.caches").warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
+            logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
     return found

@@ -14,11 +14,12 @@ class DomainError(Exception):
     status = 400
     code = "invalid"
     default_detail = "The request is invalid."
+    default_retry_after: int | None = None  # the contract pairs one with 429 and 503
 
     def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int | None = None):
         self.detail = detail or self.default_detail
         self.fields = fields
-        self.retry_after = retry_after
+        self.retry_after = self.default_retry_after if retry_after is None else retry_after
         super().__init__(self.detail)
 
     def envelope(self) -> dict:
@@ -112,16 +113,12 @@ class TooLarge(DomainError):
 
 class Throttled(DomainError):
     status, code, default_detail = 429, "throttled", "Too many requests; retry later."
-
-    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int = 1):
-        super().__init__(detail, fields=fields, retry_after=retry_after)
+    default_retry_after = 1
 
 
 class Unavailable(DomainError):
     status, code, default_detail = 503, "unavailable", "A dependency is unavailable; retry later."
-
-    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int = 5):
-        super().__init__(detail, fields=fields, retry_after=retry_after)
+    default_retry_after = 5
 
 
 def error_response(error: DomainError) -> Response:

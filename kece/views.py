@@ -65,10 +65,13 @@ def not_found(request, exception=None):
     return _error(request, 404, "not_found", "No such route.", "Not found")
 
 
+ALIVE = b"ok\n"  # also what the ASGI router answers itself (`kece.asgi`)
+
+
 def alive(request):
     """Liveness of this web process: answers without the database or the cache, so a
     supervisor can tell a hung process from a dependency that is down."""
-    return HttpResponse(b"ok\n", content_type="text/plain", headers={"Cache-Control": "no-store"})
+    return HttpResponse(ALIVE, content_type="text/plain", headers={"Cache-Control": "no-store"})
 
 
 def ready(request):

@@ -257,8 +257,9 @@ def _enable_gate(node, *, now) -> None:
 SETTABLE_STATES = (DesiredState.ENABLED, DesiredState.DRAINING, DesiredState.DISABLED)
 
 
-def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNode:
-    """Apply an admin PATCH based on `revision`; a stale revision is refused.
+def node_update(*, node_id: int, revision: int | None, changes: dict, actor, now) -> JudgeNode:
+    """Apply an admin PATCH based on `revision`; a stale revision is refused. `revision`
+    None: a change that holds whatever the node is now (a drain), checked under the lock.
 
     Changing the address or the host group bumps the config revision and sends the node
     back to verification: its earlier self-check no longer speaks for it (another machine,
@@ -283,7 +284,7 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
         node = lock_node(node_id)
         if node is None:
             raise NotFound()
-        if revision != node.revision:
+        if revision is not None and revision != node.revision:
             raise RevisionConflict(f"The node is at revision {node.revision}, not {revision}.")
         before = _node_fields(node, AUDITED_FIELDS)
         if "name" in changes and changes["name"] != node.name and \
@@ -314,23 +315,13 @@ def node_update(*, node_id: int, revision, changes: dict, actor, now) -> JudgeNo
     return node
 
 
-def node_drain(*, node_id: int, actor, now, attempts: int = 5) -> JudgeNode:
+def node_drain(*, node_id: int, actor, now) -> JudgeNode:
     """Stop new claims at once; running leases still renew and settle (ops command).
 
     A drain asks for one state whatever the node's other settings are: an admin's edit
-    committing between its read and its write is drained too, not a failed command."""
-    conflicts = 0
-    while True:
-        node = JudgeNode.objects.filter(pk=node_id).first()
-        if node is None:
-            raise NotFound()
-        try:
-            return node_update(node_id=node_id, revision=node.revision,
-                               changes={"desired_state": DesiredState.DRAINING}, actor=actor, now=now)
-        except RevisionConflict:
-            conflicts += 1
-            if conflicts >= attempts:
-                raise
+    committing meanwhile is drained too, not a failed command."""
+    return node_update(node_id=node_id, revision=None, changes={"desired_state": DesiredState.DRAINING},
+                       actor=actor, now=now)
 
 
 def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
