@@ -11,6 +11,8 @@ Prints:
      same service (`submission_submit`) called in-process from as many threads, for the
      ratio HTTP ÷ in-process (target at 64: at least 0.5); p95 at 64 against what a fair
      queue gives (1.5 × 64 ÷ the accept rate);
+     and a practice submit's time into a pool 0, 800 and 1600 jobs behind, counting its
+     backlog on every submit against keeping the pool's figures KECE_PRESSURE_REFRESH_S;
   3. a 300-submission burst from 8 HTTP clients while 16 simulated slots (4 nodes × 4, a
      200 ms judge, `bench/dispatch.py`) judge: makespan ÷ ideal (target: within 10 %); the
      same jobs queued beforehand; and the machine's floor for the ratio: the best it could
@@ -128,6 +130,47 @@ def in_process_rate(users, problem, language: str, count: int, threads: int) -> 
     for thread in workers:
         thread.join()
     return count / (time.perf_counter() - start)
+
+
+def behind_costs(users, problem, language: str, levels=(0, 800, 1600), count=100) -> list:
+    """A practice submit's time (`submission_submit` in-process, one thread) into a pool that
+    many jobs behind, reading the pool's figures on every submit against keeping them
+    KECE_PRESSURE_REFRESH_S: (level, seconds a submit each way), the two alternating in
+    rounds of ten submits."""
+    from django.conf import settings
+    from django.db import connection
+    from judging import pressure
+    from judging.models import JobState, JudgeJob
+    from judging.services.submit import submission_submit
+
+    kept = settings.KECE_PRESSURE_REFRESH_S
+    submitted = iter(range(10**9))
+
+    def one():
+        number = next(submitted)
+        submission_submit(user=users[number % len(users)], problem_id=problem.pk, language=language, code=source())
+
+    costs = []
+    try:
+        for level in levels:
+            while JudgeJob.objects.filter(pool=language, state=JobState.QUEUED).count() < level:
+                for _ in range(100):
+                    one()
+            spent = {0: 0.0, kept: 0.0}
+            for _ in range(count // 10):
+                for refresh in spent:
+                    settings.KECE_PRESSURE_REFRESH_S = refresh
+                    pressure.forget_pool_figures()
+                    one()  # reads the figures either way
+                    start = time.perf_counter()
+                    for _ in range(10):
+                        one()
+                    spent[refresh] += time.perf_counter() - start
+            costs.append((level, spent[0] / count, spent[kept] / count))
+    finally:
+        settings.KECE_PRESSURE_REFRESH_S = kept
+        connection.close()
+    return costs
 
 
 async def http_phases(base, tokens, problem, quick: bool) -> dict:
@@ -258,6 +301,7 @@ def main():
         if not args.burst_only:
             http = asyncio.run(http_phases(server.url, tokens, unserved, args.quick))
             in_process = {threads: in_process_rate(students, unserved, "cpp", 300, threads) for threads in (8, 64)}
+            behind = behind_costs(students, make_problem(languages=("java",), cases=2), "java")
         bursts = [asyncio.run(submitted_burst(server.url, tokens, judged, server.process.pid)) for _ in range(1 if args.quick else 3)]
         # The same jobs queued before the nodes start: no submission in the way, so its ratio
         # is what dispatching alone reaches on this machine as loaded as it is now.
@@ -271,6 +315,12 @@ def main():
           f" + MariaDB + Redis, {os.cpu_count()} cores shared with the load generator")
     if not args.burst_only:
         print_acceptance(http, in_process, ms)
+        from django.conf import settings
+
+        for level, every, kept in behind:
+            print(f"  a practice submit into a pool {level} jobs behind (in-process, one thread): {ms(every)} reading"
+                  f" the pool's backlog on every submit, {ms(kept)} with it kept {settings.KECE_PRESSURE_REFRESH_S} s"
+                  f" ({every / kept:.2f} x)")
     median = sorted(bursts, key=lambda b: b.ratio)[len(bursts) // 2]
     print(f"  300 submissions over HTTP from 8 clients while 16 slots judge (200 ms): makespan"
           f" {median.makespan:.2f} s, ideal {median.ideal:.2f} s, ratio {median.ratio:.3f}"

@@ -21,10 +21,16 @@ for other users' work or the pool's pressure, and a hand-in never.
 
 A practice submit reads its user's active jobs (their share and their cap) and the pool's
 pressure in one statement, on the claim and user indexes, each count bounded by what decides it.
+The pool's two figures are the same for every submit into it, and counting its backlog reads
+up to KECE_THROTTLE_BACKLOG index entries just when the pool is behind: a process reads them
+at most once every KECE_PRESSURE_REFRESH_S seconds per pool, and decides the submits in
+between on what it read (a pool beyond a threshold is refused, and one back below it
+admitted, up to that much later). The user's own count is read every time.
 """
 
+import time
 from dataclasses import dataclass
-from datetime import timezone as dt_timezone
+from datetime import datetime, timezone as dt_timezone
 
 from django.conf import settings
 from django.db import connection
@@ -54,45 +60,78 @@ def _bounded_count(where: str) -> str:
     return f"(SELECT COUNT(*) FROM (SELECT 1 FROM judge_job WHERE {where} LIMIT %s) AS bounded)"
 
 
+@dataclass(frozen=True)
+class _PoolFigures:
+    """A pool's backlog and its head of line's available_at, as this process last read them."""
+    queued: int
+    head_at: datetime | None
+    read_at: float  # time.monotonic()
+
+
+_pool_figures: dict[str, _PoolFigures] = {}
+
+
+def _recent_figures(pool: str) -> _PoolFigures | None:
+    figures = _pool_figures.get(pool)
+    refresh = settings.KECE_PRESSURE_REFRESH_S
+    if figures is None or not refresh or time.monotonic() - figures.read_at >= refresh:
+        return None
+    return figures
+
+
+def forget_pool_figures() -> None:
+    _pool_figures.clear()
+
+
 # Work within fair share: practice beyond its user's share waits behind it and counts for neither figure.
 _HEAD = ("(SELECT available_at FROM judge_job WHERE pool = %s AND state = %s AND claim_key <= %s AND available_at <= %s"
          " AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s ORDER BY claim_key, id LIMIT 1)")
 _ACTIVE = "user_id = %s AND pool = %s AND state IN (%s, %s) AND priority_class = %s"
-_ADMISSION_COLUMNS = ", ".join([
-    _bounded_count(_ACTIVE),
+_USER_COLUMN = _bounded_count(_ACTIVE)
+_POOL_COLUMNS = ", ".join([
     _bounded_count("pool = %s AND state = %s AND kind = %s AND priority_class IN (%s, %s) AND wait_reason <> %s"),
     _HEAD,
 ])
 
 
-def admission_columns(pool: str, *, now, user_id: int | None) -> tuple[str, list]:
-    """`admission`'s three figures as select-list expressions and their params: a statement
-    of its own (a practice submit's read of its problem) may carry them, and pass what it
-    read to `practice_admission` (`read`)."""
+def admission_columns(pool: str, *, now, user_id: int | None, fresh: bool = False) -> tuple[str, list]:
+    """`admission`'s figures as select-list expressions and their params: a statement of its
+    own (a practice submit's read of its problem) may carry them, and pass what it read to
+    `practice_admission` (`read`). The pool's two only if this process's are not recent
+    (`KECE_PRESSURE_REFRESH_S`) or `fresh` asks for them."""
     active_bound = max(settings.KECE_USER_INFLIGHT, settings.KECE_USER_ACTIVE_MAX)
+    params = [user_id or 0, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.PRACTICE, active_bound]
+    if not fresh and _recent_figures(pool) is not None:
+        return _USER_COLUMN, params
     backlog = threshold(settings.KECE_THROTTLE_BACKLOG, pool)
     at = connection.ops.adapt_datetimefield_value(now)
-    params = [user_id or 0, pool, JobState.QUEUED, JobState.RUNNING, PriorityClass.PRACTICE, active_bound,
-              pool, JobState.QUEUED, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE, backlog,
-              pool, JobState.QUEUED, at, at, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE]
-    return _ADMISSION_COLUMNS, params
+    params += [pool, JobState.QUEUED, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE, backlog,
+               pool, JobState.QUEUED, at, at, JobKind.JUDGE, *_AHEAD_OF_PRACTICE, FAIR_SHARE]
+    return f"{_USER_COLUMN}, {_POOL_COLUMNS}", params
 
 
-def _read(pool: str, *, now, user_id: int | None, read=None) -> tuple[int, int, float]:
+def _read(pool: str, *, now, user_id: int | None, read=None, fresh: bool = False) -> tuple[int, int, float]:
     """(the user's active practice jobs, the queued exam and practice jobs within fair share,
     the head of the line's wait in seconds), each count bounded by what decides it; from
-    `read`, the three columns of `admission_columns` another statement read, if given."""
+    `read`, the columns of `admission_columns` another statement read, if given."""
     if read is None:
-        columns, params = admission_columns(pool, now=now, user_id=user_id)
+        columns, params = admission_columns(pool, now=now, user_id=user_id, fresh=fresh)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {columns}", params)
             read = cursor.fetchone()
-    active, queued, head = read
-    # A raw cursor applies no converters: MariaDB answers a naive UTC datetime, SQLite text.
-    if isinstance(head, str):
-        head = parse_datetime(head)
-    if head is not None and head.tzinfo is None:
-        head = head.replace(tzinfo=dt_timezone.utc)
+    if len(read) == 1:  # the pool's figures as recently read
+        figures = _pool_figures.get(pool)
+        if figures is None:  # forgotten meanwhile
+            return _read(pool, now=now, user_id=user_id, fresh=True)
+        (active,), queued, head = read, figures.queued, figures.head_at
+    else:
+        active, queued, head = read
+        # A raw cursor applies no converters: MariaDB answers a naive UTC datetime, SQLite text.
+        if isinstance(head, str):
+            head = parse_datetime(head)
+        if head is not None and head.tzinfo is None:
+            head = head.replace(tzinfo=dt_timezone.utc)
+        _pool_figures[pool] = _PoolFigures(queued, head, time.monotonic())
     return active, queued, (now - head).total_seconds() if head is not None else 0.0
 
 
@@ -163,7 +202,7 @@ def _take_rate(scope: str, rate, *, now) -> None:
 
 def pool_throttling(pool: str, *, now) -> bool:
     """Whether `pool` is beyond its thresholds now (the bulk-rejudge step, the pool figures)."""
-    _active, queued, head_wait = _read(pool, now=now, user_id=None)
+    _active, queued, head_wait = _read(pool, now=now, user_id=None, fresh=True)
     return throttling(backlog=queued, head_wait_s=head_wait, pool=pool)
 
 

@@ -416,6 +416,10 @@ def _per_pool(name: str, default: str) -> dict[str, int]:
 KECE_THROTTLE_BACKLOG = _per_pool("KECE_THROTTLE_BACKLOG", "2000")
 KECE_THROTTLE_WAIT_S = _per_pool("KECE_THROTTLE_WAIT_S", "600")
 KECE_THROTTLE_RETRY_S = env.int("KECE_THROTTLE_RETRY_S", default=20)
+# How long a process goes on deciding practice submits on a pool's backlog and head of line
+# as it last read them (seconds; 0: read them on every submit). Counting the backlog reads
+# up to KECE_THROTTLE_BACKLOG index entries, on every submit, just when a pool is behind.
+KECE_PRESSURE_REFRESH_S = _seconds("KECE_PRESSURE_REFRESH_S", 1, none=0)
 
 
 def _rate(name: str, default: str) -> tuple[int, int] | None:

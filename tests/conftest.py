@@ -67,6 +67,13 @@ def _lock_order_checked(settings):
 
 
 @pytest.fixture(autouse=True)
+def _pool_figures_read_on_every_submit(settings):
+    # So that a test's submits see the jobs it has just queued (servers the tests start keep
+    # the default); the tests of the interval set it.
+    settings.KECE_PRESSURE_REFRESH_S = 0
+
+
+@pytest.fixture(autouse=True)
 def _language_of_its_own():
     # The test client runs LocaleMiddleware in the test's own thread, and Django leaves the
     # language it activated there: a page asked for in Chinese would make the next test's

@@ -106,3 +106,74 @@ def test_the_problem_page_keeps_the_code_and_says_when_to_try_again(java, settin
     page = client.post(f"/problems/{java.pk}", {"language": "java", "code": code},
                        HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
     assert "my answer" in page and "Java 评测机正忙" in page
+
+
+@pytest.fixture
+def pool_clock(settings, monkeypatch):
+    """The pool's figures kept for KECE_PRESSURE_REFRESH_S (the test run reads them on every
+    submit), on a monotonic clock the test moves."""
+    from types import SimpleNamespace
+
+    from judging import pressure
+
+    settings.KECE_PRESSURE_REFRESH_S = 5
+    pressure.forget_pool_figures()
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(pressure, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    yield clock
+    pressure.forget_pool_figures()
+
+
+def _backlog_counts(queries) -> int:
+    """How many of `queries` counted a pool's backlog (the bounded count over fair-share work)."""
+    return sum("wait_reason <>" in query["sql"] and "COUNT(*)" in query["sql"] for query in queries)
+
+
+def test_a_process_decides_on_the_pools_figures_it_read_within_the_refresh_interval(java, settings, pool_clock):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.KECE_THROTTLE_BACKLOG = {"*": 0, "java": 3}
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as first:
+        submit(UserFactory(), java, language="java", now=now)
+    assert _backlog_counts(first.captured_queries) == 1
+    # Within the interval the backlog is not counted again: the submits go in on what was read.
+    with CaptureQueriesContext(connection) as within:
+        _fill(java, 3, now=now)
+    assert _backlog_counts(within.captured_queries) == 0
+    assert JudgeJob.objects.filter(state="QUEUED").count() == 4
+    # Once the interval is over, the next submit reads the pool again and is refused.
+    pool_clock.now += 5
+    with pytest.raises(Throttled):
+        submit(UserFactory(), java, language="java", now=now)
+    # …and so is every other submit into the pool until the figures are read again.
+    pool_clock.now += 4.9
+    with pytest.raises(Throttled):
+        submit(UserFactory(), java, language="java", now=now)
+    # The pool drains; once the figures are read again, practice is accepted.
+    node = make_node(pool="java", max_slots=4, host_group=HostGroupFactory(total_slots=4))[1]
+    for job in claim(node, free_slots=4, now=now):
+        assert settle(node, judged(job), now=now) == "settled"
+    pool_clock.now += 0.1
+    assert submit(UserFactory(), java, language="java", now=now).current_judge_job_id
+
+
+def test_a_users_own_active_jobs_are_counted_on_every_submit_whatever_the_pools_figures(java, settings, pool_clock):
+    settings.KECE_USER_ACTIVE_MAX = 2
+    student, now = UserFactory(), timezone.now()
+    for _ in range(2):
+        submit(student, java, language="java", now=now)
+    with pytest.raises(Throttled, match="limit is yours alone"):
+        submit(student, java, language="java", now=now)
+    assert submit(UserFactory(), java, language="java", now=now)
+
+
+def test_the_bulk_rejudge_step_reads_the_pool_afresh(java, settings, pool_clock):
+    from judging.pressure import pool_throttling
+
+    settings.KECE_THROTTLE_BACKLOG = {"*": 2}
+    now = timezone.now()
+    submit(UserFactory(), java, language="java", now=now)  # the pool's figures read: one queued
+    submit(UserFactory(), java, language="java", now=now)
+    assert pool_throttling("java", now=now)
