@@ -26,6 +26,58 @@ CONFIG_WORDS = {
     DesiredState.DISABLED: gettext_lazy("Disabled"),
 }
 
+# An audit entry's action, a node's changed setting, a job's error, in the timeline's words.
+AUDIT_WORDS = {
+    "register": gettext_lazy("registered"),
+    "update": gettext_lazy("changed"),
+    "revoke": gettext_lazy("revoked"),
+    "check": gettext_lazy("self-check started"),
+    "join_code": gettext_lazy("join code issued"),
+    "rotate": gettext_lazy("join code replaced"),
+    "quarantine": gettext_lazy("quarantined"),
+    "quarantine_cleared": gettext_lazy("quarantine lifted by a passing self-check"),
+}
+SETTING_WORDS = {
+    "name": gettext_lazy("Name"),
+    "pool": gettext_lazy("Pool"),
+    "base_url": gettext_lazy("Base URL"),
+    "host_group_id": gettext_lazy("Host group"),
+    "max_slots": gettext_lazy("Max slots"),
+    "desired_state": gettext_lazy("Config state"),
+    "config_revision": gettext_lazy("Configuration revision"),
+}
+JOB_ERROR_WORDS = {
+    "lease_expired": gettext_lazy("lease expired"),
+    "session_replaced": gettext_lazy("session replaced"),
+}
+
+
+def audit_words(action: str) -> str:
+    return AUDIT_WORDS.get(action, action)
+
+
+def setting_changes(before: dict, after: dict, *, group_names: dict) -> list[tuple]:
+    """(setting, before, after) in words for the node settings an audit entry changed; the
+    entry's other keys (a reason, a check's id) are not settings."""
+    def value(key, raw):
+        if key == "desired_state":
+            return CONFIG_WORDS.get(raw, raw)
+        if key == "host_group_id":
+            return group_names.get(raw, raw)
+        return raw
+
+    if not before:
+        return []
+    return [(SETTING_WORDS[key], value(key, before.get(key)), value(key, after.get(key)))
+            for key in SETTING_WORDS if key in before and before.get(key) != after.get(key)]
+
+
+def job_error_words(error: str) -> str:
+    """A job's error as the timeline says it: the server's own codes in words, an agent's
+    infrastructure error by its code."""
+    words = JOB_ERROR_WORDS.get(error)
+    return words if words is not None else _("infrastructure error: %(code)s") % {"code": error}
+
 
 def ago(moment, *, now) -> str:
     if moment is None:

@@ -168,11 +168,11 @@ def _check_parts(check) -> dict:
 def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
     """The audit (who, what, before → after) and what the system did, newest first."""
     entries = []
+    group_names = dict(JudgeHostGroup.objects.values_list("pk", "name"))
     for entry in audit:
-        changed = sorted(k for k in set(entry.before) | set(entry.after)
-                         if entry.before.get(k) != entry.after.get(k) and entry.before)
-        entries.append({"at": entry.created_at, "who": entry.actor_name or _("the system"), "what": entry.action,
-                        "changes": [(k, entry.before.get(k), entry.after.get(k)) for k in changed],
+        entries.append({"at": entry.created_at, "who": entry.actor_name or _("the system"),
+                        "what": display.audit_words(entry.action),
+                        "changes": display.setting_changes(entry.before, entry.after, group_names=group_names),
                         "reason": entry.after.get("reason", "")})
     for check in checks:
         if check.finished_at is not None:
@@ -181,7 +181,7 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
             entries.append({"at": check.finished_at, "who": _("the system"), "what": what, "changes": [],
                             "reason": ", ".join(failed)})
     for job in errors:
-        what = _("session replaced") if job.error == "session_replaced" else job.error
+        what = display.job_error_words(job.error)
         entries.append({"at": job.updated_at, "who": _("the system"), "what": what, "changes": [],
                         "reason": _("job %(job)d") % {"job": job.pk}})
     if observed == ObservedState.OFFLINE and node.last_heartbeat_at is not None:

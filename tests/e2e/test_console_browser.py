@@ -174,6 +174,29 @@ def test_a_teacher_gets_403_and_an_anonymous_visitor_is_sent_to_sign_in(console_
 
 
 @pytest.mark.parametrize("language, width", [("en", 1280), ("zh-CN", 390)])
+def test_a_nodes_timeline_reads_as_sentences(console_server, chromium, language, width):
+    from django.utils import timezone
+
+    from nodes.models import DesiredState
+    from nodes.services import node_update
+    from tests.factories import make_node
+
+    admin = admin_person()
+    node, _identity = make_node(pool="python", name="py-8")
+    node_update(node_id=node.pk, revision=None, changes={"desired_state": DesiredState.DRAINING, "max_slots": 2},
+                actor=admin, now=timezone.now())
+    page = new_page(chromium, width=width, language=language)
+    sign_in(page, console_server.url, "alice", PASSWORD, f"/admin/judgers/{node.pk}", language=language)
+    timeline = page.locator("ol.timeline")
+    words = {"en": ("changed", "Config state: Enabled → Draining", "Max slots: 4 → 2"),
+             "zh-CN": ("已更改", "配置状态: 已启用 → 排空中", "最大槽位: 4 → 2")}[language]
+    for said in words:
+        assert said in timeline.inner_text()
+    screenshot(page, f"console-node-timeline-{width}-{language}")
+    page.context.close()
+
+
+@pytest.mark.parametrize("language, width", [("en", 1280), ("zh-CN", 390)])
 def test_a_rejudge_time_that_does_not_exist_is_refused_beside_the_field(console_server, chromium, language, width):
     """A browser without a date-time picker shows the field as a text box; what is typed
     there may be no moment at all."""

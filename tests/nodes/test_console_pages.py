@@ -230,7 +230,29 @@ def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student,
     page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
     assert f"ALGO {submission.pk}" in page and str(job.pk) in page
     assert "Connectivity: tls" in page and "Self-check: python_limits" in page
-    assert "alice" in page and "max_slots: 4 → 3" in page
+    assert "alice" in page and "changed" in page and "Max slots: 4 → 3" in page
+
+
+def test_the_timeline_says_in_words_what_changed_and_what_failed(admin, student, problem, node_a):
+    node, identity = node_a
+    old_group, rack = node.host_group.name, HostGroupFactory(name="rack-2", total_slots=8)
+    submit(student, problem, language="python")
+    submit(student, problem, language="python")
+    expired, failed = claim(identity, free_slots=2)
+    JudgeJob.objects.filter(pk=expired.pk).update(error="lease_expired")
+    JudgeJob.objects.filter(pk=failed.pk).update(error="sandbox_start_failed")
+    admin.post(f"/admin/judgers/{node.pk}/drain", {"revision": node.revision})
+    node.refresh_from_db()
+    admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision, "host_group": rack.pk})
+    page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    timeline = page[page.index('id="timeline-title"'):]
+    assert "changed" in timeline and "Config state: Enabled → Draining" in timeline
+    assert f"Host group: {old_group} → rack-2" in timeline
+    assert "lease expired" in timeline and "infrastructure error: sandbox_start_failed" in timeline
+    assert "desired_state" not in timeline and "host_group_id" not in timeline
+    page = admin.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    timeline = page[page.index('id="timeline-title"'):]
+    assert "已更改" in timeline and "配置状态: 已启用 → 排空中" in timeline and "租约已过期" in timeline
 
 
 def test_a_node_whose_host_no_longer_resolves_is_still_renamed(admin, node_a):
