@@ -28,6 +28,7 @@ from tests.deploy.test_compose import (
     directive,
     entrypoint_file_vars,
     environment,
+    NGINX_CONF,
     load_compose,
     need_openssl,
     parse_nginx,
@@ -596,3 +597,21 @@ def test_judge_pods_are_configured_as_the_agent_reads_it(rendered):
     assert url.hostname == f"kece-internal.{internal['metadata']['namespace']}.svc"
     assert url.port in [p["port"] for p in internal["spec"]["ports"]]
     assert env["JUDGE_HEALTH_LISTEN"].rsplit(":", 1)[1] in config(objects)["KECE_PROBE_ALLOWED_PORTS"].split(",")
+
+
+def test_the_internal_proxy_gives_each_node_request_an_id_as_the_compose_proxy_does(example):
+    """An agent's log line, the proxy's and the server's meet on one id: the node's own
+    X-Request-ID is passed on, else nginx makes one, and the access log records it. A
+    location that set any header of its own would drop the http block's ones."""
+    (http,) = children(parse_nginx(generated(example, "ConfigMap", "kece-internal-proxy")["data"]["nginx.conf"]),
+                       "http")
+    (compose_http,) = children(parse_nginx(NGINX_CONF.read_text()), "http")
+    (mapping,) = [node for node in children(http[2], "map") if node[1] == ["$http_x_request_id", "$kece_request_id"]]
+    assert mapping in children(compose_http[2], "map")
+    headers = {args[0]: args[1] for _, args, _ in children(http[2], "proxy_set_header")}
+    assert headers["X-Request-ID"] == "$kece_request_id"
+    (server,) = children(http[2], "server")
+    for _name, args, body in children(server[2], "location"):
+        assert not children(body, "proxy_set_header"), args
+    (log_format,) = children(http[2], "log_format")
+    assert "rid=$kece_request_id" in " ".join(log_format[1]) and directive(http[2], "access_log")[1] == log_format[1][0]
