@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import F
+from django.utils.translation import gettext, gettext_lazy
 
 from judging.clock import require_agreeing_clock
 from judging.locking import lock_exam_participant, lock_exam_participants, lock_submission, save_locked
@@ -41,11 +42,11 @@ def exam_for_submit(exam_id, *, problem, practice):
     if exam_id is None:
         return None
     if practice is not None:
-        raise Invalid("A submission belongs to a lesson practice or to an exam, not both.",
+        raise Invalid(gettext("A submission belongs to a lesson practice or to an exam, not both."),
                       fields={"examId": ["not with lessonPracticeId"]})
     exam = Exam.objects.filter(pk=exam_id, deleted_at__isnull=True).first()
     if exam is None or problem is None or not ExamProblem.objects.filter(exam=exam, problem=problem).exists():
-        raise Invalid("This exam does not exist or does not contain the problem.",
+        raise Invalid(gettext("This exam does not exist or does not contain the problem."),
                       fields={"examId": ["unknown for this problem"]})
     return exam
 
@@ -63,10 +64,11 @@ def _locked_participant(exam_id: int, user):
     return exam, participant
 
 
+# In the reader's language, as every refusal a participant reads (the API's `detail` too).
 _REFUSALS = {
-    NOT_STARTED: "The exam has not started yet.",
-    HANDED_IN: "You have handed in this exam; it takes no more answers or submissions.",
-    CLOSED: "The exam has ended; it takes no more answers or submissions.",
+    NOT_STARTED: gettext_lazy("The exam has not started yet."),
+    HANDED_IN: gettext_lazy("You have handed in this exam; it takes no more answers or submissions."),
+    CLOSED: gettext_lazy("The exam has ended; it takes no more answers or submissions."),
 }
 
 
@@ -74,11 +76,11 @@ def _require_open(exam, participant, *, now) -> None:
     require_agreeing_clock()  # an exam's window is a deadline too
     state = participant_state(exam, participant, now=now)
     if state != OPEN:
-        raise ExamClosed(_REFUSALS[state])
+        raise ExamClosed(str(_REFUSALS[state]))
 
 
 def not_a_participant() -> Invalid:
-    return Invalid("You are not a participant of this exam.", fields={"examId": ["not a participant"]})
+    return Invalid(gettext("You are not a participant of this exam."), fields={"examId": ["not a participant"]})
 
 
 def exam_open_to(exam_id: int, *, user, now) -> None:
@@ -111,9 +113,10 @@ def exam_answer_save(*, exam_id: int, question_id: int, user, choices: list, now
         raise NotFound()
     if any(not isinstance(c, int) or not 0 <= c < len(question.options) for c in choices) \
             or len(set(choices)) != len(choices):
-        raise Invalid("Each choice must be the index of a distinct option.", fields={"choices": ["unknown option"]})
+        raise Invalid(gettext("Each choice must be the index of a distinct option."),
+                      fields={"choices": ["unknown option"]})
     if question.kind == QuestionKind.SINGLE and len(choices) > 1:
-        raise Invalid("This question takes one choice.", fields={"choices": ["one choice only"]})
+        raise Invalid(gettext("This question takes one choice."), fields={"choices": ["one choice only"]})
     with transaction.atomic(durable=True):
         exam, participant = _locked_participant(exam_id, user)
         _require_open(exam, participant, now=now)
@@ -164,7 +167,7 @@ def _hand_in_locked(exam, participant, *, now) -> HandIn:
     if participant.handed_in_at is not None:
         return HandIn(participant.handed_in_at, participant.hand_in_jobs or 0)
     if now < exam.starts_at:
-        raise ExamClosed(_REFUSALS[NOT_STARTED])
+        raise ExamClosed(str(_REFUSALS[NOT_STARTED]))
     # The last submission of each problem is judged unless it already has a job: in OI none
     # has one yet; in ACM every one was judged when submitted, so none is judged twice.
     jobs = 0

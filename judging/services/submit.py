@@ -5,6 +5,7 @@ from contextlib import contextmanager
 
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from judging import artifacts, pressure, priority, visibility
 from judging.locking import insert_under_live_parent, lock_parent
@@ -68,8 +69,13 @@ def _problem_for_submit(problem_id, *, open_to_all_at=None):
     return _read_problem(problem_id, open_to_all_at=open_to_all_at)[0]
 
 
+def _unknown_practice():
+    return Invalid(gettext("This lesson practice does not exist or does not contain the problem."),
+                   fields={"lessonPracticeId": ["unknown for this problem"]})
+
+
 def _unknown_problem():
-    return Invalid("Unknown problem.", fields={"problemId": ["unknown problem"]})
+    return Invalid(gettext("Unknown problem."), fields={"problemId": ["unknown problem"]})
 
 
 def _problem_to_practise(problem_id, *, user, now, admission=None) -> tuple:
@@ -97,8 +103,7 @@ def _validated_practice(lesson_practice_id, problem):
     practice = LessonPractice.objects.filter(pk=lesson_practice_id, deleted_at__isnull=True,
                                              lesson__deleted_at__isnull=True).first()
     if practice is None or not practice.problems.filter(pk=problem.pk).exists():
-        raise Invalid("This lesson practice does not exist or does not contain the problem.",
-                      fields={"lessonPracticeId": ["unknown for this problem"]})
+        raise _unknown_practice()
     return practice
 
 
@@ -112,8 +117,7 @@ def _still_live(problem, practice) -> None:
         raise _unknown_problem()
     if practice is not None and \
             lock_parent(LessonPractice, practice.pk, shared=True, names=_LIVENESS).deleted_at is not None:
-        raise Invalid("This lesson practice does not exist or does not contain the problem.",
-                      fields={"lessonPracticeId": ["unknown for this problem"]})
+        raise _unknown_practice()
 
 
 @contextmanager
@@ -172,12 +176,13 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     except UnsupportedLanguage as exc:
         raise Invalid(str(exc), fields={"language": [str(exc)]}) from exc
     if not isinstance(code, str) or not code.strip():
-        raise Invalid("The code is empty.", fields={"code": ["may not be empty"]})
+        raise Invalid(gettext("The code is empty."), fields={"code": ["may not be empty"]})
     source_bytes = code.encode("utf-8")
     if len(source_bytes) > MAX_SOURCE_BYTES:
-        raise Invalid(f"The code is larger than {MAX_SOURCE_BYTES} bytes.", fields={"code": ["too long"]})
+        raise Invalid(gettext("The code is larger than %(bytes)d bytes.") % {"bytes": MAX_SOURCE_BYTES},
+                      fields={"code": ["too long"]})
     if "\x00" in code:  # as the API's parser refuses it: one rule whichever way the code came
-        raise Invalid("The code contains a NUL character.", fields={"code": ["contains a NUL character"]})
+        raise Invalid(gettext("The code contains a NUL character."), fields={"code": ["contains a NUL character"]})
     practice = _validated_practice(lesson_practice_id, problem)
     if exam is not None:
         # Exam work goes first and is refused only for its participant's own rate and active jobs.

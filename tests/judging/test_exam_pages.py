@@ -96,3 +96,40 @@ def test_an_answer_naming_no_question_or_option_is_refused_and_saves_nothing(sig
     assert refused.status_code == 400
     assert "Each choice must be the index of a distinct option." in refused.content.decode()
     assert not ExamAnswer.objects.exists()
+
+
+def test_a_refusal_after_the_exam_ends_is_in_the_students_language(signed_in, student, problem):
+    """The end of an exam is when most refusals are read: the page's frame and the reason in
+    it speak one language, and the API's detail is the same sentence (its code unchanged)."""
+    from judging.models import Exam
+    from tests.api.helpers import token_client
+
+    exam = make_exam(problem, mode="ACM", participants=[student], questions=[
+        {"kind": "SINGLE", "options": ["yes", "no"], "correct": [0], "points": 5}])
+    question = exam.questions.get()
+    Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    zh = {"HTTP_ACCEPT_LANGUAGE": "zh-CN"}
+    page = signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0"]}, **zh).content.decode()
+    assert "未保存：考试已结束，不再接受作答或提交。" in page
+    page = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk},
+                          **zh).content.decode()
+    assert "提交被拒绝：考试已结束，不再接受作答或提交。" in page
+    api = token_client(student)
+    body = {"problemId": problem.pk, "language": "python", "code": "print(1)", "examId": exam.pk}
+    english = api.post("/api/v1/submissions", body, content_type="application/json")
+    chinese = api.post("/api/v1/submissions", body, content_type="application/json", **zh)
+    assert english.status_code == chinese.status_code == 409
+    assert english.json() == {"error": "exam_closed",
+                              "detail": "The exam has ended; it takes no more answers or submissions."}
+    assert chinese.json() == {"error": "exam_closed", "detail": "考试已结束，不再接受作答或提交。"}
+    assert not Submission.objects.exists()
+
+
+def test_a_refused_answer_says_why_in_the_students_language(signed_in, student, problem):
+    exam = make_exam(problem, participants=[student], questions=[
+        {"kind": "SINGLE", "options": ["yes", "no"], "correct": [0], "points": 5}])
+    question = exam.questions.get()
+    page = signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0", "1"]},
+                          HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    assert "未保存：这道题只能选一个选项。" in page
+    assert not ExamAnswer.objects.exists()
