@@ -9,6 +9,11 @@ Layers, from the outside in:
 * When the agent runs as root, bwrap itself is started as an unprivileged sandbox uid
   (65534 by default). This matters: the kernel never enforces ``RLIMIT_NPROC`` for real
   uid 0, so a fork bomb is contained only because the real uid is not root.
+* A seccomp filter (libseccomp's, compiled once at start) refuses ``memfd_create`` and
+  ``shmget`` with EPERM: what a program keeps in an unmapped memfd or a detached SysV segment
+  is memory no process's resident set and no mounted tmpfs shows, so without a memory cgroup
+  nothing would count it against the limit. Any other architecture's system calls (a 64-bit
+  program's ``int 0x80``) kill the program.
 * ``prlimit`` runs inside the sandbox and sets CPU time, address space, stack, file size,
   process and open-file limits on the program just before it starts.
 * Every filesystem the program can write is a tmpfs of a fixed size (``/tmp`` and
@@ -49,6 +54,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -141,6 +147,28 @@ class _Watch:
     cgroup: "Path | None" = None
 
 
+# Memory these allocate shows in no resident set and no mounted tmpfs (see the module's notes).
+REFUSED_SYSCALLS = ("memfd_create", "shmget")
+
+
+def syscall_filter() -> bytes:
+    """The runs' seccomp filter as BPF, compiled by libseccomp (through pyseccomp): every system
+    call allowed but REFUSED_SYSCALLS (EPERM); another architecture's calls kill."""
+    try:
+        import pyseccomp
+
+        compiled = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    except (ImportError, OSError, AttributeError) as exc:  # the package, or libseccomp.so.2, missing
+        raise RuntimeError(f"the runs' system call filter needs libseccomp (Debian: apt-get install libseccomp2) "
+                           f"and the pyseccomp package: {exc}") from exc
+    for name in REFUSED_SYSCALLS:
+        compiled.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+    with tempfile.TemporaryFile() as fh:
+        compiled.export_bpf(fh)
+        fh.seek(0)
+        return fh.read()
+
+
 class Sandbox:
     def __init__(self, *, bwrap: str | None, uid: int | None, gid: int | None,
                  extra_binds: Sequence[str] = (), cgroups: MemoryCgroups | None = None,
@@ -153,6 +181,7 @@ class Sandbox:
         # Why runs do (or do not) get a memory cgroup, for the health checks and the self-check.
         self.cgroups_note = cgroups_note if bwrap else "the weak sandbox puts runs in no cgroup"
         self.prlimit = shutil.which("prlimit", path=SANDBOX_PATH) or "prlimit"
+        self.seccomp = syscall_filter() if bwrap else None
         if bwrap:
             become_subreaper()
 
@@ -197,7 +226,7 @@ class Sandbox:
         return args + ["--"]
 
     def _bwrap_args(self, box: Path, box_writable: bool, limits: Limits, env: dict[str, str],
-                    status_fd: int, block_fd: int) -> list[str]:
+                    status_fd: int, block_fd: int, seccomp_fd: int) -> list[str]:
         args = [
             self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox",
@@ -221,6 +250,7 @@ class Sandbox:
         args += ["--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
+        args += ["--seccomp", str(seccomp_fd)]
         args += ["--json-status-fd", str(status_fd), "--block-fd", str(block_fd), "--"]
         return args
 
@@ -242,8 +272,8 @@ class Sandbox:
         if self.bwrap:
             status_r, status_w = os.pipe()
             block_r, block_w = os.pipe()
-            ours, theirs = [status_r, block_w], [status_w, block_r]
-            cmd = self._bwrap_args(box, box_writable, limits, env, status_w, block_r) + cmd
+            ours, theirs = [status_r, block_w], [status_w, block_r, _pipe_holding(self.seccomp)]
+            cmd = self._bwrap_args(box, box_writable, limits, env, status_w, block_r, theirs[-1]) + cmd
             popen_env = {"PATH": SANDBOX_PATH}
             cwd = "/"
         else:
@@ -443,6 +473,17 @@ class Sandbox:
             os.killpg(w.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe that holds `data` and is closed for writing (bwrap reads the
+    filter to its end); it fits a pipe's buffer (a few hundred bytes against 64 KiB)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 def _open_tmpfs(path: str, size: int) -> int | None:

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
+# bubblewrap and libseccomp2: the agents' sandbox and its system call filter;
 # chromium and the CJK fonts: the browser tests of the pages (English and Chinese); gettext:
 # the translation catalogue's completeness test; nginx: the Compose proxy's configuration run
 # for real in front of a live server (tests/deploy/test_proxy_live.py); faketime: a server
@@ -15,7 +16,7 @@ need_apt=()
 # my_print_defaults) without a service, for a MariaDB server of a test's own that it really
 # stops (tests/test_health.py) and for the host lab's database host; iproute2, nftables,
 # redis-server, redis-sentinel, openssl: the host lab (bench/lab/, tests/lab/test_lab.py).
-for pkg in pkg-config libmariadb-dev bubblewrap chromium fonts-noto-cjk gettext faketime nginx systemd \
+for pkg in pkg-config libmariadb-dev bubblewrap libseccomp2 chromium fonts-noto-cjk gettext faketime nginx systemd \
     mariadb-server-core mariadb-client-core iproute2 nftables redis-server redis-sentinel openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

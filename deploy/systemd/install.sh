@@ -98,7 +98,7 @@ fi
 run apt-get update -qq
 # shellcheck disable=SC2086 # one word per package
 run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    bubblewrap util-linux ca-certificates python3 python3-venv $packages
+    bubblewrap libseccomp2 util-linux ca-certificates python3 python3-venv $packages
 if [ "$pool" = arkts ]; then
     run npm install --global --no-fund --no-audit typescript@5.9.3
 fi

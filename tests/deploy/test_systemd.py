@@ -241,7 +241,7 @@ def test_the_installers_dry_run_changes_nothing_and_says_what_it_would_do(stubs,
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "called").exists(), (tmp_path / "called").read_text()
     out = result.stdout
-    for step in ("+ env DEBIAN_FRONTEND=noninteractive apt-get install", " bubblewrap util-linux ", " g++",
+    for step in ("+ env DEBIAN_FRONTEND=noninteractive apt-get install", " bubblewrap libseccomp2 util-linux ", " g++",
                  f"+ install -m 0644 {UNIT} /etc/systemd/system/kece-agent@.service",
                  "+ write /etc/kece-agent/cpp.env (mode 0640):",
                  "+ install -d -m 0700 -o root -g root /var/lib/kece-agent/cpp/credential",

@@ -151,6 +151,45 @@ def test_memory_kept_in_files_counts_against_the_memory_limit(plane, launch):
     assert_nothing_left(agent, before)
 
 
+MEMFD_HOARD = """
+import os
+held = []
+for i in range(6):  # 300 MB in memfds never mapped, each under the file size limit
+    fd = os.memfd_create(f"hoard{i}")
+    for _ in range(50):
+        os.write(fd, bytes(1 << 20))
+    held.append(fd)
+a, b = map(int, input().split())
+print(a + b)
+"""
+SYSV_HOARD = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+size = 32 << 20
+for _ in range(8):  # 256 MB in SysV segments, each detached once written
+    segment = libc.shmget(0, size, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    if segment < 0:
+        raise OSError(ctypes.get_errno(), "shmget refused")
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(address, 1, size)
+    libc.shmdt(ctypes.c_void_p(address))
+a, b = map(int, input().split())
+print(a + b)
+"""
+
+
+def test_memory_that_no_process_shows_cannot_be_kept_past_the_limit(plane, launch):
+    """A memfd written and never mapped, a SysV segment detached once written: neither is in
+    any process's resident set nor in a mounted tmpfs, so a run may not make them (without a
+    memory cgroup nothing would count them); the program fails, the agent carries on."""
+    agent, before, results = judge_attacks(plane, launch, "python", [MEMFD_HOARD, SYSV_HOARD], FILE_LIMITS)
+    for result in results:
+        assert result["verdict"] in ("RE", "MLE"), result
+    assert agent.alive()
+    assert_nothing_left(agent, before)
+
+
 STDERR_WIPE = """
 import os, sys
 print("not the answer")
