@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from kece.errors import Invalid
 
@@ -57,18 +58,22 @@ def resolve_checked(host: str, port: int, *, within: float | None = None) -> lis
     try:
         addresses = _lookup_within(host, port, within)
     except TimeoutError as exc:
-        raise Invalid(f"The host {host!r} did not resolve within {within:g} s.",
+        raise Invalid(gettext("The host %(host)s did not resolve within %(seconds)s s.")
+                      % {"host": repr(host), "seconds": f"{within:g}"},
                       fields={"baseUrl": ["host does not resolve"]}) from exc
     except (socket.gaierror, UnicodeError) as exc:
-        raise Invalid(f"The host {host!r} does not resolve.", fields={"baseUrl": ["host does not resolve"]}) from exc
+        raise Invalid(gettext("The host %(host)s does not resolve.") % {"host": repr(host)},
+                      fields={"baseUrl": ["host does not resolve"]}) from exc
     if not addresses:
-        raise Invalid(f"The host {host!r} has no address.", fields={"baseUrl": ["host does not resolve"]})
+        raise Invalid(gettext("The host %(host)s has no address.") % {"host": repr(host)},
+                      fields={"baseUrl": ["host does not resolve"]})
     networks = _allowed_networks()
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
         if not any(ip in net for net in networks):
             raise Invalid(
-                f"{host} resolves to {address}, outside the approved networks.",
+                gettext("%(host)s resolves to %(address)s, outside the approved networks.")
+                % {"host": host, "address": address},
                 fields={"baseUrl": ["outside the approved networks"]},
             )
     return addresses
@@ -78,18 +83,20 @@ def normalize_base_url(url: str, *, resolve: bool = True) -> str:
     """`https://host[:port]` with a lower-case host, no path, query, fragment or user info;
     its addresses checked against the approved networks unless `resolve` is False."""
     if not isinstance(url, str) or len(url) > 300:
-        raise Invalid("baseUrl must be an HTTPS URL.", fields={"baseUrl": ["not a URL"]})
+        raise Invalid(gettext("baseUrl must be an HTTPS URL."), fields={"baseUrl": ["not a URL"]})
     try:
         parts = urlsplit(url.strip())
         port = 443 if parts.port is None else parts.port
     except ValueError as exc:
-        raise Invalid("baseUrl is not a valid URL.", fields={"baseUrl": ["not a URL"]}) from exc
+        raise Invalid(gettext("baseUrl is not a valid URL."), fields={"baseUrl": ["not a URL"]}) from exc
     if parts.scheme.lower() != "https" or not parts.hostname:
-        raise Invalid("baseUrl must be an https:// URL.", fields={"baseUrl": ["must use https"]})
+        raise Invalid(gettext("baseUrl must be an https:// URL."), fields={"baseUrl": ["must use https"]})
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
-        raise Invalid("baseUrl must be just https://host[:port].", fields={"baseUrl": ["only scheme, host, port"]})
+        raise Invalid(gettext("baseUrl must be just https://host[:port]."),
+                      fields={"baseUrl": ["only scheme, host, port"]})
     if not port_allowed(port):
-        raise Invalid(f"Port {port} is not an approved port.", fields={"baseUrl": ["port not approved"]})
+        raise Invalid(gettext("Port %(port)d is not an approved port.") % {"port": port},
+                      fields={"baseUrl": ["port not approved"]})
     host = parts.hostname.lower()
     if resolve:
         resolve_checked(host, port)

@@ -222,7 +222,7 @@ def exam_delete(*, exam_id: int, now) -> None:
 
 def _checked_window(starts_at, ends_at) -> None:
     if ends_at <= starts_at:
-        raise Invalid("An exam must end after it starts.", fields={"endsAt": ["not after startsAt"]})
+        raise Invalid(gettext("An exam must end after it starts."), fields={"endsAt": ["not after startsAt"]})
 
 
 def question_checked(question: dict) -> dict:
@@ -231,7 +231,7 @@ def question_checked(question: dict) -> dict:
     options, correct = question["options"], question["correct"]
     if not options or len(set(correct)) != len(correct) or any(not 0 <= c < len(options) for c in correct) \
             or not correct or (question["kind"] == QuestionKind.SINGLE and len(correct) != 1):
-        raise Invalid("A question's correct answer must be distinct option indexes (exactly one for SINGLE).",
+        raise Invalid(gettext("A question's correct answer must be distinct option indexes (exactly one for SINGLE)."),
                       fields={"questions": ["invalid correct set"]})
     return question
 
@@ -242,7 +242,7 @@ def checked_problem_ids(problem_ids: list, *, field: str) -> list:
 
     known = Problem.objects.filter(pk__in=problem_ids, is_canary=False, deleted_at__isnull=True).count()
     if len(set(problem_ids)) != len(problem_ids) or known != len(problem_ids):
-        raise Invalid("Each problem must exist and appear once.", fields={field: ["unknown or repeated"]})
+        raise Invalid(gettext("Each problem must exist and appear once."), fields={field: ["unknown or repeated"]})
     return problem_ids
 
 
@@ -276,7 +276,8 @@ def update_at_revision(model, pk: int, revision: int, values: dict):
     if current is None:
         raise NotFound()
     if not changed:
-        raise RevisionConflict(f"It is at revision {current.revision}, not {revision}.")
+        raise RevisionConflict(gettext("It is at revision %(current)d, not %(given)d.")
+                               % {"current": current.revision, "given": revision})
     return current
 
 
@@ -324,7 +325,7 @@ def exam_update(*, exam_id: int, revision: int, changes: dict, now) -> Exam:
         questions = [question_checked(q) for q in questions]
     content = _content_changes(exam, mode=changes.get("mode"), problems=problems, questions=questions)
     if content and (min(exam.starts_at, changes.get("starts_at", exam.starts_at)) <= now or _taken(exam)):
-        raise Invalid("An exam's mode, problems and questions are fixed once it has started.",
+        raise Invalid(gettext("An exam's mode, problems and questions are fixed once it has started."),
                       fields={name: [FIXED_ONCE_STARTED] for name in content})
     with transaction.atomic(durable=True):
         # The revision read is the one the checks above saw: a change in between is a conflict.
@@ -360,13 +361,13 @@ def participants_add(*, exam_id: int, user_ids: list = (), usernames: list = ())
     users = get_user_model().objects
     found = set(users.filter(pk__in=user_ids).values_list("pk", flat=True))
     if found != set(user_ids):
-        raise Invalid("Some users do not exist.", fields={"userIds": sorted(set(user_ids) - found)})
+        raise Invalid(gettext("Some users do not exist."), fields={"userIds": sorted(set(user_ids) - found)})
     if usernames:
         named = dict(users.filter(username__in=usernames).values_list("username", "pk"))
         # The database may compare names without regard to case; only exact names count.
         unknown = sorted(set(usernames) - set(named))
         if unknown:
-            raise Invalid("Some users do not exist.", fields={"usernames": unknown})
+            raise Invalid(gettext("Some users do not exist."), fields={"usernames": unknown})
         found |= set(named.values())
     before = ExamParticipant.objects.filter(exam_id=exam_id).count()
     ExamParticipant.objects.bulk_create([ExamParticipant(exam_id=exam_id, user_id=pk) for pk in sorted(found)],

@@ -120,11 +120,19 @@ def test_the_list_page_reads_a_fixed_number_of_statements_however_many_nodes(adm
     assert fifty == five_hundred == LIST_PAGE_STATEMENTS
 
 
-def _register(client, **fields):
+def _register(client, HTTP_ACCEPT_LANGUAGE="en", **fields):
     group = HostGroupFactory()
     data = {"name": "python-9", "pool": "python", "base_url": "https://127.0.0.1:8443",
             "host_group": group.pk, "max_slots": "2", **fields}
-    return client.post("/admin/judgers/register", data)
+    return client.post("/admin/judgers/register", data, HTTP_ACCEPT_LANGUAGE=HTTP_ACCEPT_LANGUAGE)
+
+
+def test_a_refused_base_url_says_why_in_the_admins_language(admin):
+    english = _register(admin, base_url="https://127.0.0.1:22").content.decode()
+    assert "The base URL was refused: Port 22 is not an approved port." in english
+    chinese = _register(admin, base_url="https://127.0.0.1:22", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    assert "基础 URL 被拒绝：端口 22 不在允许的端口之内。" in chinese
+    assert not JudgeNode.objects.exists()
 
 
 def test_registering_shows_the_join_code_once(admin):
