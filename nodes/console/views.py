@@ -168,7 +168,12 @@ def _check_parts(check) -> dict:
 def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
     """The audit (who, what, before → after) and what the system did, newest first."""
     entries = []
-    group_names = dict(JudgeHostGroup.objects.values_list("pk", "name"))
+    # Names only for the groups a change moved the node between: most timelines (and every
+    # live refresh of one) show no such change, and read no group at all.
+    moved = {group for entry in audit if entry.before
+             and entry.before.get("host_group_id") != entry.after.get("host_group_id")
+             for group in (entry.before.get("host_group_id"), entry.after.get("host_group_id"))}
+    group_names = dict(JudgeHostGroup.objects.filter(pk__in=moved).values_list("pk", "name")) if moved else {}
     for entry in audit:
         entries.append({"at": entry.created_at, "who": entry.actor_name or _("the system"),
                         "what": display.audit_words(entry.action),
