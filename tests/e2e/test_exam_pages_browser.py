@@ -56,3 +56,32 @@ def test_an_early_hand_in_shows_no_answer_key_while_the_exam_is_open(quiet_serve
         chinese.set_viewport_size({"width": width, "height": 900})
         screenshot(chinese, f"exam-early-hand-in-{width}-zh")
     chinese.context.close()
+
+
+@pytest.mark.parametrize("language, width, save, refused", [
+    ("en", 1280, "Save answer", "That was not saved: The exam has ended; it takes no more answers or submissions."),
+    ("zh-CN", 390, "保存答案", "未保存：考试已结束，不再接受作答或提交。"),
+])
+def test_an_answer_saved_after_the_end_is_refused_in_the_students_language(quiet_server, chromium, language,
+                                                                          width, save, refused):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.models import Exam, ExamAnswer
+
+    student = person("sam")
+    algo, _ = problem_import(SAMPLES / "aplusb")
+    exam = make_exam(algo, participants=[student], questions=[
+        {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 40}])
+    page = new_page(chromium, width=width, language=language)
+    sign_in(page, quiet_server.url, "sam", PASSWORD, f"/exams/{exam.pk}", language=language)
+    page.get_by_role("radio", name="4").check()
+    # The exam ends while the page is open: the answer comes a second late.
+    Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    with page.expect_navigation():
+        page.get_by_role("button", name=save).click()
+    assert refused in page.locator("main").inner_text()
+    assert not ExamAnswer.objects.exists()
+    screenshot(page, f"exam-answer-after-end-{width}-{language}")
+    page.context.close()
