@@ -140,3 +140,34 @@ def test_one_dispatch_tick_keeps_up_with_a_burst(student, problem, node_a):
     report = events_step(batch=3)  # more due events than one batch
     assert len(report.applied) == 7
     assert set(SettlementEvent.objects.values_list("state", flat=True)) == {EventState.DONE}
+
+
+def test_beat_sleeps_until_an_entry_is_due_rather_than_ticking_again_at_once(settings, tmp_path, monkeypatch):
+    """Celery wakes 10 ms early; inside that margin beat must wait the rest, not tick over
+    and over (an idle beat spent 2 % of a core so)."""
+    from kece.celery import HeartbeatScheduler
+
+    app.loader.import_default_modules()
+    app.finalize()
+    settings.KECE_PROCESS_HEARTBEAT_DIR = str(tmp_path)
+    clock = [timezone.now()]
+    monkeypatch.setattr(app, "now", lambda: clock[0])  # the schedules' clock, moved by the "sleeps" below
+    scheduler = HeartbeatScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))
+    sent = []
+    monkeypatch.setattr(scheduler, "apply_async", lambda entry, producer=None, **kwargs: sent.append(entry.task))
+    try:
+        for entry in scheduler.schedule.values():  # each of ours due 4 ms from now
+            every = getattr(entry.schedule, "run_every", None)  # (Celery's own daily cleanup: a crontab)
+            entry.last_run_at = clock[0] - (every - timedelta(seconds=0.004) if every else timedelta(0))
+        scheduler._heap = None
+        ticks, waits = 0, []
+        while not sent and ticks < 50:
+            ticks += 1
+            wait = scheduler.tick()
+            if wait and wait > 0:  # what Celery's beat loop does with the answer
+                waits.append(wait)
+                clock[0] += timedelta(seconds=wait)
+        assert sent, f"nothing sent after {ticks} ticks"
+        assert ticks == 2 and waits == [pytest.approx(0.004, abs=1e-4)]
+    finally:
+        scheduler.close()
