@@ -502,9 +502,10 @@ def test_node_checks_have_a_worker_of_their_own_and_beat_never_waits_on_them(com
 
 
 def test_artifacts_are_shared_by_web_and_worker(compose):
-    # The node API serves the test data the others store.
+    # The node API serves the test data the others store: web imports problems, the probe
+    # worker a self-check's canary programs (on a read-only root it could store nothing).
     mounts = {}
-    for name in ("web", "node-api", "worker"):
+    for name in ("web", "node-api", "worker", "probe-worker"):
         service = compose["services"][name]
         root = environment(service)["KECE_ARTIFACT_ROOT"]
         (volume,) = [v.split(":")[0] for v in service["volumes"] if v.split(":")[1] == root]
@@ -984,3 +985,14 @@ def test_docker_compose_config_accepts_the_file(made_secrets):
     result = subprocess.run(["docker", "compose", "-f", str(COMPOSE_FILE), "--profile", "agents", "config", "--quiet"],
                             cwd=DEPLOY, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_setting_of_the_compose_file_is_in_its_env_example_with_its_default():
+    """`.env.example` is the list of what the file set reads from `.env`: an operator who
+    copies it sees every setting, commented out at the default the file applies."""
+    used = dict(re.findall(r"\$\{(KECE_[A-Z_]+)(?::[-?]([^}]*))?\}", COMPOSE_FILE.read_text()))
+    example = dict(re.findall(r"^#?(KECE_[A-Z_]+)=(.*)$", (DEPLOY / ".env.example").read_text(), re.M))
+    assert set(used) == set(example)
+    for name, default in used.items():
+        if not default.startswith("set "):  # a required one (`:?`): the example gives a value
+            assert example[name] == default, name

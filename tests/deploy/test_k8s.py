@@ -298,7 +298,7 @@ def test_migrations_run_as_a_job_and_the_rest_wait_for_them(example):
     job = find(example, "Job", "kece-migrate")
     (container,) = containers(job, init=False)
     assert container["args"][:3] == ["python", "manage.py", "migrate"]
-    for name in ("kece-web", "kece-worker", "kece-beat"):
+    for name in ("kece-web", "kece-worker", "kece-probe-worker", "kece-beat"):
         init = pod_spec(find(example, "Deployment", name)).get("initContainers", [])
         assert any("migrate --check" in " ".join(c["args"]) for c in init), f"{name} does not wait for migrations"
 
@@ -518,6 +518,24 @@ def test_the_node_api_runs_on_a_process_of_its_own_beside_the_web_processes(exam
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         assert mounts[str(metrics_dir.parent)] == "tmp", container["name"]
         assert mounts[config(example)["KECE_ARTIFACT_ROOT"]] == "artifacts", container["name"]
+
+
+def test_every_container_that_stores_or_serves_test_data_mounts_the_shared_store(example):
+    # Web imports problems, the probe worker stores a self-check's canary programs, the node
+    # API serves both and the worker sweeps them: one ReadWriteMany claim, written as the
+    # pods' group.
+    root = config(example)["KECE_ARTIFACT_ROOT"]
+    for deployment, name in (("kece-web", "web"), ("kece-web", "node-api"), ("kece-worker", "worker"),
+                             ("kece-probe-worker", "probe-worker")):
+        workload = find(example, "Deployment", deployment)
+        (container,) = [c for c in containers(workload, init=False) if c["name"] == name]
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert mounts[root]["name"] == "artifacts" and not mounts[root].get("readOnly"), name
+        (volume,) = [v for v in pod_spec(workload)["volumes"] if v["name"] == "artifacts"]
+        assert volume["persistentVolumeClaim"]["claimName"] == "kece-artifacts", name
+        assert pod_spec(workload)["securityContext"]["fsGroup"] == pod_spec(workload)["securityContext"]["runAsGroup"]
+    claim = find(example, "PersistentVolumeClaim", "kece-artifacts")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
 
 
 def internal_proxy(example) -> list:
