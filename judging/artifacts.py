@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 # A file being written: renamed to its digest once whole (retention sweeps a crashed write's).
 INCOMING = ".incoming-"
 
@@ -23,7 +23,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def is_digest(value: str) -> bool:
-    return bool(DIGEST_RE.match(value or ""))
+    return bool(DIGEST_RE.fullmatch(value or ""))
 
 
 def root() -> Path:

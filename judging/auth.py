@@ -13,6 +13,7 @@ makes the node's waiting claim re-read who it is.
 """
 
 import hmac
+import re
 from dataclasses import dataclass
 
 from rest_framework.authentication import BaseAuthentication
@@ -22,6 +23,8 @@ from judging.identity import NodeIdentity, credential_digest
 from kece.caches import BoundedCache
 from kece.errors import SessionSuperseded, Unauthenticated
 from nodes.models import JudgeNode
+
+_EPOCH = re.compile(r"[0-9]{1,10}")
 
 SESSION_HEADER = "HTTP_X_JUDGE_SESSION"
 AUTH_CACHE_SECONDS = 60.0
@@ -98,12 +101,19 @@ def authenticate_cached(authorization: str, session_header) -> tuple[NodeAuth, i
     return auth, session
 
 
-def parse_session(value) -> int | None:
-    try:
-        epoch = int(value)
-    except (TypeError, ValueError):
+def epoch_of(value) -> int | None:
+    """An epoch header's value: ASCII digits, at most ten, below 2**31 (surrounding blanks
+    are the header's, not the value's); None for anything else. Not `int()`, which also
+    takes "+1", "0_1" and other digits than ASCII ones."""
+    value = (value or "").strip() if isinstance(value, str) else ""
+    if not _EPOCH.fullmatch(value):
         return None
-    return epoch if 0 <= epoch < 2**31 else None
+    epoch = int(value)
+    return epoch if epoch < 2**31 else None
+
+
+def parse_session(value) -> int | None:
+    return epoch_of(value)
 
 
 class NodePrincipal:

@@ -1,6 +1,5 @@
 """Shared HTTP plumbing: JSON-only views whose errors all use the contract's envelope."""
 
-import io
 import re
 from datetime import timezone as dt_timezone
 
@@ -12,6 +11,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
+from rest_framework.utils import json
 from rest_framework.views import APIView
 
 from kece.errors import Invalid, TooLarge
@@ -54,13 +54,23 @@ def lone_surrogate_in(raw: bytes, data) -> bool:
 
 
 class ContractJSONParser(JSONParser):
-    """DRF's parser, with JSON nested deeper than Python can parse, integers longer than it
-    converts, and strings that are not valid Unicode answered as malformed."""
+    """DRF's parser, reading the body as UTF-8 only, with JSON nested deeper than Python can
+    parse, integers longer than it converts, and strings that are not valid Unicode answered
+    as malformed.
+
+    DRF decodes with whatever codec the Content-Type's charset names, and Python's codecs
+    include bz2 and zlib: a body of a few hundred bytes would expand to gigabytes past the
+    body limit. JSON between systems is UTF-8 (RFC 8259), so the parameter is not a codec
+    to run."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""
         try:
-            data = super().parse(io.BytesIO(raw), media_type, parser_context)
+            data = json.loads(raw.decode("utf-8"), parse_constant=json.strict_constant if self.strict else None)
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"JSON parse error - the body is not UTF-8 ({exc.reason})") from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
         if lone_surrogate_in(raw, data):

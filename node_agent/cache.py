@@ -27,7 +27,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable
 
-DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # Room for the file system's own bookkeeping beyond a file's bytes.
 DISK_HEADROOM = 1 << 20
@@ -111,7 +111,7 @@ class ArtifactCache:
                     st = f.stat()
                 except FileNotFoundError:
                     continue
-                if f.name.startswith(".") or not DIGEST_RE.match(f.name):
+                if f.name.startswith(".") or not DIGEST_RE.fullmatch(f.name):
                     f.unlink(missing_ok=True)
                     continue
                 found.append((st.st_mtime, f.name, st.st_size))
@@ -123,7 +123,7 @@ class ArtifactCache:
         """Return the local path of a verified copy of ``entry`` ({digest, bytes}), pinned
         for ``pins``' job until it releases them."""
         digest, size = entry.get("digest"), entry.get("bytes")
-        if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
             raise ArtifactError("artifact_corrupt", f"manifest digest is malformed: {digest!r}")
         if not isinstance(size, int) or size < 0:
             raise ArtifactError("artifact_corrupt", f"manifest size is malformed for {digest}")

@@ -123,7 +123,7 @@ class RevokeView(AdminView):
     @extend_schema(tags=TAGS, request=s.RevokeIn, responses={200: s.NodeSchema},
                    summary="Revoke at once: credential dead, session closed, leases released, DISABLED")
     def post(self, request, node_id: int):
-        data = validated(s.RevokeIn, request.data or {})
+        data = validated(s.RevokeIn, request.data)  # no body is {}; a body that is no object is refused
         now = timezone.now()
         node_revoke(node_id=node_id, reason=data["reason"], actor=request.user, now=now)
         return Response(_node_json(_node_or_404(node_id), now))

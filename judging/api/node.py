@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from judging import artifacts
 from judging.api import bare
 from judging.api import node_serializers as s
-from judging.auth import NodeCredentialAuthentication, authenticate_cached, session_identity
+from judging.auth import NodeCredentialAuthentication, authenticate_cached, epoch_of, session_identity
 from judging.selectors import artifact_for_lease
 from judging.services.leases import RenewItem, lease_renew
 from judging.waiting import registry, run_db
@@ -52,12 +52,9 @@ class RenewView(NodeView):
 
 
 def lease_header(value) -> int:
-    try:
-        epoch = int(value or "")
-    except ValueError as exc:
-        raise Invalid("X-Judge-Lease must be the lease epoch (an integer).") from exc
-    if not 0 <= epoch < 2**31:
-        raise Invalid("X-Judge-Lease is out of range.")
+    epoch = epoch_of(value)
+    if epoch is None:
+        raise Invalid("X-Judge-Lease must be the lease epoch: a whole number below 2^31, in digits.")
     return epoch
 
 

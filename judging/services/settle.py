@@ -95,7 +95,9 @@ def _validate_judged(job, request: SettleRequest) -> None:
         seen.add(case.ordinal)
         if case.verdict not in VERDICTS or not 0 <= case.score <= weights[case.ordinal]:
             raise Invalid(f"case {case.ordinal}: bad verdict or score", fields={"cases": ["invalid case result"]})
-    if request.cases and sum(c.score for c in request.cases) != request.score:
+    # A judge job's score is what its cases earned: without any (a compile error) it is 0.
+    # (A diagnostic reports its checks instead, and 100 when they pass.)
+    if (request.cases or job.kind == JobKind.JUDGE) and sum(c.score for c in request.cases) != request.score:
         raise Invalid("score must be the sum of the case scores", fields={"score": ["not the sum of the cases"]})
 
 

@@ -440,6 +440,15 @@ def test_a_revoke_needs_no_body(api):
     assert audits(node, "revoke")[0].after["reason"] == ""
 
 
+@pytest.mark.parametrize("body", ["[]", "null", "0", "false", '""'])
+def test_a_revoke_whose_body_is_not_an_object_is_refused_and_revokes_nothing(api, body):
+    node, _ = make_node()
+    answer = api.post(ADMIN + f"judgers/{node.pk}/revoke", data=body, content_type="application/json")
+    assert error_of(answer) == (400, "invalid")
+    assert JudgeNode.objects.get(pk=node.pk).credential_digest == node.credential_digest
+    assert not audits(node, "revoke")
+
+
 def test_rotating_keeps_the_old_credential_until_the_node_joins_with_the_new_code(api, admin, group,
                                                                                      approved_networks):
     registered = register(api, group).json()

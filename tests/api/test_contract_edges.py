@@ -47,6 +47,41 @@ def test_an_artifact_is_sent_to_a_client_that_accepts_only_bytes(server, leased_
 
 
 @pytest.mark.mariadb
+def test_an_epoch_or_a_digest_is_exactly_what_was_given_in_digits(server, leased_job):
+    """Not what `int()` or a `$` would also take: "+1", "0_1", a trailing newline."""
+    node, job = leased_job
+    path = f"{INTERNAL}jobs/{job['jobId']}/artifacts/{job['source']['digest']}"
+    lease = str(job["leaseEpoch"])
+    assert requests.get(server.url + path, headers={**node_headers(node), "X-Judge-Lease": lease},
+                        timeout=10).status_code == 200
+    for spelled in (f"+{lease}", f"0_{lease}", f"{lease}.0", "٣"):
+        answer = requests.get(server.url + path, headers={**node_headers(node), "X-Judge-Lease": spelled.encode()},
+                              timeout=10)
+        assert (answer.status_code, answer.json()["error"]) == (400, "invalid"), spelled
+    newline = requests.get(server.url + path + "%0A", headers={**node_headers(node), "X-Judge-Lease": lease},
+                           timeout=10)
+    assert (newline.status_code, newline.json()["error"]) == (400, "invalid")
+    epoch = str(node.session_epoch)
+    for spelled in (f"+{epoch}", f"0_{epoch}"):
+        for method, call, body in (("post", "jobs/claim", {"freeSlots": 0}), ("post", "heartbeat", None)):
+            answer = requests.request(method, server.url + INTERNAL + call, json=body or {}, timeout=10,
+                                      headers={**node_headers(node), "X-Judge-Session": spelled})
+            assert (answer.status_code, answer.json()["error"]) == (409, "session_superseded"), (call, spelled)
+
+
+@pytest.mark.mariadb
+def test_a_user_token_is_the_key_letter_for_letter(server):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=UserFactory()).key
+    path = server.url + "/api/v1/submissions/ALGO/999999"  # nobody's: 404 to whoever is signed in
+    assert requests.get(path, headers={"Authorization": f"Token {token}"}, timeout=10).status_code == 404
+    for spelled in (token.upper(), token[:-1] + "é"):
+        answer = requests.get(path, headers={"Authorization": f"Token {spelled}".encode()}, timeout=10)
+        assert (answer.status_code, answer.json()["error"]) == (401, "unauthenticated"), spelled
+
+
+@pytest.mark.mariadb
 def test_a_wait_far_above_the_servers_limit_is_capped_not_refused(server):
     node, _ = make_node(pool="python")
     submit(UserFactory(), make_problem(languages=("python",)))
@@ -129,6 +164,40 @@ def test_a_string_that_is_not_valid_unicode_is_malformed_wherever_it_is(server):
     paired = heartbeat.replace("\\ud800", "\\ud83d\\ude00")
     assert requests.post(server.url + INTERNAL + "heartbeat", data=paired, timeout=10,
                          headers={**node_headers(node), "Content-Type": "application/json"}).status_code == 200
+
+
+@pytest.mark.mariadb
+def test_a_body_is_read_as_utf8_whatever_charset_its_content_type_names(server):
+    """A charset is not a codec to run: a few hundred bytes "in" bz2 must not expand past the
+    body limit, nor UTF-16 carry a string that is not valid Unicode past the check."""
+    import bz2
+
+    from judging.models import Submission
+    from rest_framework.authtoken.models import Token
+
+    node, _ = make_node(pool="python")
+    bomb = bz2.compress(b'{"leases": []' + b" " * (64 * 1024 * 1024) + b"}")
+    assert len(bomb) < 1024
+    surrogate = '{"leases": [{"jobId": 1, "leaseEpoch": 1, "progress": {"phase": "\\ud800"}}]}'
+    for charset, body in (("bz2", bomb), ("zlib", __import__("zlib").compress(b'{"leases": []}')),
+                          ("utf-16", surrogate.encode("utf-16"))):
+        answer = requests.post(server.url + INTERNAL + "jobs/renew", data=body, timeout=30,
+                               headers={**node_headers(node), "Content-Type": f"application/json; charset={charset}"})
+        assert (answer.status_code, answer.json().get("error")) == (400, "invalid"), (charset, answer.text[:200])
+    # UTF-8 is read as such, whatever the charset calls it (rot13 once answered 503).
+    for charset in ("utf-8", "UTF8", "rot13", "latin-1"):
+        answer = requests.post(server.url + INTERNAL + "jobs/renew", data=b'{"leases": []}', timeout=10,
+                               headers={**node_headers(node), "Content-Type": f"application/json; charset={charset}"})
+        assert answer.status_code == 200, charset
+
+    student, problem = UserFactory(), make_problem(languages=("python",))
+    token = Token.objects.create(user=student).key
+    body = bz2.compress(json.dumps({"problemId": problem.pk, "language": "python",
+                                    "code": "print(1)" + " " * (8 * 1024 * 1024)}).encode())
+    answer = requests.post(server.url + "/api/v1/submissions", data=body, timeout=30,
+                           headers={"Authorization": f"Token {token}", "Content-Type": "application/json; charset=bz2"})
+    assert (answer.status_code, answer.json()["error"]) == (400, "invalid")
+    assert not Submission.objects.filter(user=student).exists()
 
 
 def test_the_schemas_errors_are_in_the_envelope_and_any_accept_gets_the_schema():

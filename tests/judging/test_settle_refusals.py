@@ -151,8 +151,9 @@ def _cases(*cases):
     ("WA", -1, _cases((1, "WA", -1)), {"score": ["out of range"]}),
     ("WA", 0, _cases((1, "WA", -1)), {"cases": ["invalid case result"]}),
     ("WA", 40, _cases((1, "AC", 50)), {"score": ["not the sum of the cases"]}),
+    ("WA", 100, _cases(), {"score": ["not the sum of the cases"]}),
 ], ids=["verdict", "score-over", "score-under", "unknown-case", "repeated-case", "case-verdict",
-        "case-over-weight", "score-negative", "case-negative", "not-the-sum"])
+        "case-over-weight", "score-negative", "case-negative", "not-the-sum", "a-score-without-cases"])
 def test_a_judged_result_that_does_not_add_up_is_invalid(running, verdict, score, cases, fields):
     _, identity, submission, job = running
     request = SettleRequest(job_id=job.pk, lease_epoch=job.lease_epoch, outcome="JUDGED", verdict=verdict,
