@@ -161,7 +161,8 @@ def practice_admission(*, pool, now, user_id: int, read=None) -> bool:
         raise Throttled(own_active_sentence(pool.label, settings.KECE_USER_ACTIVE_MAX),
                         retry_after=settings.KECE_THROTTLE_RETRY_S)
     if figures.throttled:
-        raise Throttled(busy_sentence(pool.label), retry_after=settings.KECE_THROTTLE_RETRY_S)
+        raise Throttled(busy_sentence(pool.label, judged=_pool_has_a_ready_judge(pool.name, now=now)),
+                        retry_after=settings.KECE_THROTTLE_RETRY_S)
     _take_rate(f"practice:{user_id}", settings.KECE_USER_SUBMIT_RATE, now=now)
     return figures.beyond_share
 
@@ -206,8 +207,21 @@ def pool_throttling(pool: str, *, now) -> bool:
     return throttling(backlog=queued, head_wait_s=head_wait, pool=pool)
 
 
-def busy_sentence(runtime_label: str) -> str:
-    """What the student reads when a practice submit is refused (the page keeps the code)."""
+def _pool_has_a_ready_judge(pool: str, *, now) -> bool:
+    # Read on the refusal path only: which of two sentences the student reads.
+    from judging.selectors import ready_nodes
+
+    return ready_nodes(now=now).filter(pool=pool).exists()
+
+
+def busy_sentence(runtime_label: str, *, judged: bool = True) -> str:
+    """What the student reads when a practice submit is refused (the page keeps the code):
+    the pool's judges are behind, or (`judged` false) it has none, and work already waits
+    for one, so a new submission would only join it."""
+    if not judged:
+        return gettext("No %(runtime)s judge is available, and work already waits for one: new practice "
+                       "submissions are refused until a judge is back. Your code is kept here; try again later.") % {
+            "runtime": runtime_label}
     return gettext("The %(runtime)s judges are busy; your code is kept here; try again in %(seconds)d s.") % {
         "runtime": runtime_label, "seconds": settings.KECE_THROTTLE_RETRY_S}
 

@@ -310,6 +310,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# Signed out: the homepage, not the Django admin's "Logged out" page.
+LOGOUT_REDIRECT_URL = "/"
 LANGUAGE_CODE = "en"
 # English by default; Simplified Chinese chosen by the browser's Accept-Language or the
 # language switch in the top bar (a cookie).

@@ -2,7 +2,6 @@ import functools
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_vary_headers
@@ -18,7 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from judging.auth import NodeCredentialAuthentication, NodePrincipal
 from kece import health
 from kece.api import LenientNegotiation
-from kece.permissions import MANAGE_JUDGERS, can_manage_judgers
+from kece.permissions import can_manage_judgers, pages_for
 from kece.schema import PartialSchemaGenerator, every_operation, node_operations, public_and_user_operations
 from kece.tokens import TokenAuthentication
 
@@ -130,10 +129,9 @@ class SchemaView(SpectacularAPIView):
 
 
 # The API reference for admins, served with the bundled Swagger UI (no outside CDN).
-# Visitors without the permission are sent to settings.LOGIN_URL.
-api_docs = permission_required(MANAGE_JUDGERS)(
-    SpectacularSwaggerView.as_view(url_name="schema")
-)
+# Anonymous → the login page; signed in without the permission → the 403 page (a redirect
+# to the login page would send them straight back: they are signed in).
+api_docs = pages_for(can_manage_judgers)(SpectacularSwaggerView.as_view(url_name="schema"))
 
 
 class SignInView(auth_views.LoginView):

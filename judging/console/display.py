@@ -71,14 +71,19 @@ def add_slots_words(n: int) -> str:
 
 def burst_words(advice) -> str:
     """Where an exam's expected burst comes from, in one sentence with its figures."""
-    values = {"n": figure(advice.submissions), "p": advice.participants, "k": advice.problems,
-              "per": figure(advice.per_problem), "t": advice.target_s}
+    values = {"n": figure(advice.submissions), "per": figure(advice.per_problem), "t": advice.target_s,
+              "participants": ngettext("%(p)d participant", "%(p)d participants", advice.participants)
+              % {"p": advice.participants},
+              "problems": ngettext("%(k)d problem", "%(k)d problems", advice.problems) % {"k": advice.problems}}
     if advice.own_figure:
         return gettext("Expected burst: %(n)s submissions (your figure), to be judged within %(t)d s.") % values
+    if not advice.participants and advice.problems:
+        return gettext("No participant yet: add them above, or give the submissions you expect below, to size "
+                       "the burst.")
     if advice.at_hand_in:
-        return gettext("Expected burst: %(n)s submissions (%(p)d participants × %(k)d problems × 1 — in OI the "
-                       "last submission of each problem, judged at the hand-in), to be judged within %(t)d s.") % values
-    return gettext("Expected burst: %(n)s submissions (%(p)d participants × %(k)d problems × %(per)s per problem), "
+        return gettext("Expected burst: %(n)s submissions (%(participants)s × %(problems)s × 1 — in OI the last "
+                       "submission of each problem, judged at the hand-in), to be judged within %(t)d s.") % values
+    return gettext("Expected burst: %(n)s submissions (%(participants)s × %(problems)s × %(per)s per problem), "
                    "to be judged within %(t)d s.") % values
 
 

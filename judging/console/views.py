@@ -211,7 +211,8 @@ def _capacity(request, exam, *, now) -> dict:
     advice = exam_advice(exam, now=now, target_s=chosen["within"], per_problem=chosen["per_problem"],
                          submissions=chosen["submissions"])
     return {"capacity_form": form, "burst": display.burst_words(advice),
-            "burst_needs": display.burst_need_rows(advice, labels={n: p.label for n, p in POOLS.items()})}
+            "burst_needs": display.burst_need_rows(advice, labels={n: p.label for n, p in POOLS.items()}),
+            "exam_problem_count": advice.problems}
 
 
 def _detail_page(request, exam, *, form, status: int = 200):

@@ -6,7 +6,7 @@ SYNTAX_CHECK = """import sys, traceback
 try:
     compile(open("main.py", "rb").read(), "main.py", "exec", dont_inherit=True)
 except (SyntaxError, ValueError) as exc:
-    traceback.print_exception_only(type(exc), exc)
+    sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
     sys.exit(1)
 """
 

@@ -174,7 +174,12 @@ def strip_rows(figures: list[dict], counts: dict[str, dict], advice: dict | None
         extra = counts.get(row["pool"], {"nodes": 0, "unwell": 0, "capacity": 0})
         label = POOLS[row["pool"]].label
         alarm = ""
-        if row["pending"] and not row["readyNodes"]:
+        if row["pending"] and not row["readyNodes"] and row.get("throttling"):
+            alarm = ngettext("%(pool)s: %(n)d waiting, no judge can take it; practice submits are refused until "
+                             "one is back",
+                             "%(pool)s: %(n)d waiting, no judge can take them; practice submits are refused until "
+                             "one is back", row["pending"]) % {"pool": label, "n": row["pending"]}
+        elif row["pending"] and not row["readyNodes"]:
             alarm = ngettext("%(pool)s: %(n)d waiting, no judge can take it",
                              "%(pool)s: %(n)d waiting, no judge can take them", row["pending"]) % {
                 "pool": label, "n": row["pending"]}

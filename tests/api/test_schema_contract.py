@@ -6,6 +6,8 @@ import re
 import pytest
 from django.test import Client
 
+from tests.factories import UserFactory
+
 pytestmark = pytest.mark.django_db
 
 NODE = "/api/v1/internal/judgers/"
@@ -262,6 +264,18 @@ def test_the_api_reference_is_for_admins_and_others_are_sent_to_a_login_that_exi
     assert client.get(anonymous["Location"]).status_code == 200
     page = session_client(make_admin()).get("/api/docs/")
     assert page.status_code == 200 and b"swagger" in page.content.lower()
+    # A student signed in is refused, not sent to a sign-in page that sends them back.
+    student = session_client(UserFactory()).get("/api/docs/")
+    assert student.status_code == 403
+
+
+def test_signing_out_lands_on_the_homepage(client):
+    from tests.api.helpers import session_client
+
+    signed_in = session_client(UserFactory())
+    answer = signed_in.post("/accounts/logout/")
+    assert (answer.status_code, answer["Location"]) == (302, "/")
+    assert "_auth_user_id" not in signed_in.session
 
 
 # --- who reads which part ----------------------------------------------------------------------

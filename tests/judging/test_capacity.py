@@ -153,8 +153,18 @@ def test_an_oi_exam_judges_one_per_problem_at_the_hand_in_and_a_bad_figure_falls
     response = admin.get(f"/admin/exams/{exam.pk}?within=-5")
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Expected burst: 30 submissions (30 participants × 1 problems × 1 — in OI the last submission of each " \
+    assert "Expected burst: 30 submissions (30 participants × 1 problem × 1 — in OI the last submission of each " \
            "problem, judged at the hand-in), to be judged within 60 s." in page
     # 30 × 2 s = 60 s of judging in 60 s: one slot, and no ready C++ node.
     assert "Needs 1 slot to finish within 60 s. 0 ready slots now: not enough. Add 1 slot." in page
     assert "Ensure this value is greater than or equal to 1." in page
+
+
+def test_an_exam_without_participants_says_so_rather_than_sizing_nothing():
+    exam = _exam_with([make_problem(languages=("python",))], mode="ACM", participants=0)
+    admin = session_client(make_admin())
+    page = admin.get(f"/admin/exams/{exam.pk}").content.decode()
+    assert "No participant yet: add them above, or give the submissions you expect below, to size the burst." in page
+    assert "No problem to judge" not in page and "0 participants" not in page
+    chinese = admin.get(f"/admin/exams/{exam.pk}", **ZH).content.decode()
+    assert "还没有考生" in chinese

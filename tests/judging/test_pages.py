@@ -272,6 +272,12 @@ def test_signing_in_again_when_signed_in_goes_home_not_round_in_a_loop(signed_in
     assert signed_in.get("/accounts/login/?next=/problems").headers["Location"] == "/problems"
 
 
+def test_the_sign_in_page_links_nowhere_to_itself(client):
+    page = client.get("/accounts/login/?next=/problems").content.decode()
+    assert 'class="signin"' not in page  # the top bar's link, which nested `next` on every click
+    assert 'class="signin"' in client.get("/problems").content.decode()
+
+
 def test_a_result_an_exam_keeps_is_polled_for_slowly(signed_in, student, problem):
     """Hours may pass before the hand-in or the publishing: the page asks every 30 s, not every second."""
     from tests.factories import make_exam

@@ -32,6 +32,7 @@ def _counts():
 def test_beyond_the_backlog_a_practice_submit_is_refused_with_retry_after_and_nothing_written(java, settings):
     settings.KECE_THROTTLE_BACKLOG = {"*": 0, "java": 3}
     settings.KECE_THROTTLE_RETRY_S = 20
+    make_node(pool="java")  # a judge, behind
     _fill(java, 3, now=timezone.now())
     api = token_client(person("late"))
     before = _counts()
@@ -46,6 +47,24 @@ def test_beyond_the_backlog_a_practice_submit_is_refused_with_retry_after_and_no
     python = make_problem(languages=("python",))
     assert api.post(SUBMIT, {"problemId": python.pk, "language": "python", "code": "print(1)"},
                     content_type="application/json").status_code == 202
+
+
+def test_a_pool_without_a_judge_says_so_when_it_refuses(java, settings):
+    """Not "busy": nothing is judging, and nothing will until a judge is back."""
+    settings.KECE_THROTTLE_BACKLOG = {"*": 0}
+    settings.KECE_THROTTLE_WAIT_S = {"*": 600}
+    _fill(java, 1, now=timezone.now() - timedelta(seconds=601))
+    api = token_client(person("late"))
+    body = {"problemId": java.pk, "language": "java", "code": "class Main {}"}
+    refused = api.post(SUBMIT, body, content_type="application/json")
+    assert refused.status_code == 429 and refused.json()["detail"] == (
+        "No Java judge is available, and work already waits for one: new practice submissions are refused until "
+        "a judge is back. Your code is kept here; try again later.")
+    chinese = api.post(SUBMIT, body, content_type="application/json", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert chinese.json()["detail"].startswith("目前没有可用的 Java 评测机")
+    make_node(pool="java")  # a judge comes back, behind the work that waited
+    assert api.post(SUBMIT, body, content_type="application/json").json()["detail"].startswith(
+        "The Java judges are busy")
 
 
 def test_exam_answers_are_accepted_beyond_the_thresholds(java, settings):
@@ -93,6 +112,7 @@ def test_queued_bulk_rejudges_do_not_throttle_practice(java, settings):
 
 def test_the_problem_page_keeps_the_code_and_says_when_to_try_again(java, settings, client):
     settings.KECE_THROTTLE_BACKLOG = {"*": 1}
+    make_node(pool="java")
     _fill(java, 1, now=timezone.now())
     student = UserFactory()
     client.force_login(student)

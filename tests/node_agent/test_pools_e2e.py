@@ -94,6 +94,10 @@ def test_each_program_gets_its_verdict(pool, programs, plane, launch):
     assert all(c["memoryKb"] > 0 and c["timeMs"] >= 0 and c["score"] == 50 for c in ac["cases"])
     assert got["WA"]["score"] == 0 and [c["score"] for c in got["WA"]["cases"]] == [0, 0]
     assert got["CE"]["compileOutput"].strip(), "a compile error carries the compiler's message"
+    # The compiler's message, not a crash of the judge's own compile step.
+    assert "Traceback (most recent call last)" not in got["CE"]["compileOutput"], got["CE"]["compileOutput"]
+    if pool == "python":
+        assert got["CE"]["compileOutput"].splitlines()[-1].startswith("SyntaxError:")
     assert got["CE"]["cases"] == []
     assert got["TLE"]["cases"][0]["timeMs"] >= LIMITS["timeLimitMs"]
     # Each settled exactly once, by the first lease; the agent survived all of it.

@@ -64,7 +64,15 @@ def test_the_strip_raises_an_alarm_for_a_pool_with_work_and_no_judge(admin, stud
     for _ in range(3):
         submit(student, problem, language="python")
     page = admin.get("/admin/judgers").content.decode()
-    assert "Python: 3 waiting, no judge can take them" in page
+    assert "Python: 3 waiting, no judge can take them" in page and "refused" not in page
+
+
+def test_the_strip_says_when_a_pool_without_a_judge_refuses_practice(admin, student, problem, settings):
+    for _ in range(3):
+        submit(student, problem, language="python")
+    settings.KECE_THROTTLE_BACKLOG = {"*": 3}
+    page = admin.get("/admin/judgers").content.decode()
+    assert "Python: 3 waiting, no judge can take them; practice submits are refused until one is back" in page
 
 
 def test_the_strip_says_when_a_pool_throttles_and_splits_its_queue_by_class(admin, student, problem, settings):
