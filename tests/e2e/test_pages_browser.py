@@ -154,3 +154,22 @@ def test_a_student_submits_from_the_browser_and_sees_the_verdict_arrive(agents, 
     assert response.status == 404 and "Not found" in other.content()
     assert str(submission.pk) in url
     other.context.close()
+
+
+def test_a_refused_submit_on_a_phone_opens_at_its_reasons(quiet_server, chromium):
+    """Below the statement on a 390 px screen, the reasons would be a screen or more down
+    from where the answer opens: they are focused, so in view and read out."""
+    problem, _ = problem_import(SAMPLES / "prefix-sums")
+    person("carol")
+    page = new_page(chromium, width=390, language="zh-CN")
+    sign_in(page, quiet_server.url, "carol", PASSWORD, f"/problems/{problem.pk}", language="zh-CN")
+    page.get_by_label("代码", exact=True).fill("x" * (300 * 1024))  # over the 256 KiB a submission may hold
+    page.get_by_role("button", name="提交", exact=True).click()
+    alert = page.locator("#submit-refused")
+    alert.wait_for()
+    assert page.evaluate("document.activeElement.id") == "submit-refused"
+    box, height = alert.bounding_box(), page.viewport_size["height"]
+    assert 0 <= box["y"] < height, (box, height)  # in view, not a screen further down
+    assert page.evaluate("window.scrollY") > 0
+    screenshot(page, "problem-refused-390-zh")
+    page.context.close()

@@ -46,7 +46,9 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     settle(identity, judged(job))
     page = signed_in.get(f"/exams/{exam.pk}").content.decode()
     assert "Handed in" in page and "Result" not in page and "results are published" in page
-    assert "Accepted" not in signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
+    record = signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
+    assert "Accepted" not in record
+    assert f'<dd class="submitted-for"><a href="/exams/{exam.pk}">the exam {exam.title}</a></dd>' in record
 
     refused = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(2)", "exam": exam.pk})
     assert refused.status_code == 400 and "handed in" in refused.content.decode()

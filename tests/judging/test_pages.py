@@ -114,6 +114,25 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     assert "Who judged it" in record and "Being judged now" not in record
 
 
+def test_a_compile_error_shows_no_time_or_memory_it_never_used(signed_in, student, problem):
+    from dataclasses import replace
+
+    _, identity = make_node(pool="python")
+    compiled = submit(student, problem)
+    [job] = claim(identity)
+    settle(identity, replace(judged(job, verdict="CE", score=0, passing=[]), cases=(), time_ms=0, memory_kb=0))
+    live = signed_in.get(f"/submissions/ALGO/{compiled.pk}/live").content.decode()
+    assert re.search(r'<dd class="time">—</dd>\s*<dt>[^<]*</dt><dd class="memory">—</dd>', live), live
+    page = signed_in.get(f"/submissions/ALGO/{compiled.pk}").content.decode()
+    assert f"<h1>Submission ALGO {compiled.pk}</h1>" in page  # as the lists name it
+    assert '<dd class="submitted-for">practice on your own</dd>' in page
+    ran = submit(student, problem)
+    [job] = claim(identity)
+    settle(identity, judged(job))  # 10 ms, 1024 KiB a case
+    live = signed_in.get(f"/submissions/ALGO/{ran.pk}/live").content.decode()
+    assert '<dd class="time">10 ms</dd>' in live and '<dd class="memory">1024 KiB</dd>' in live
+
+
 def test_a_submission_waiting_for_a_runtime_without_judges_says_so(signed_in, student, problem):
     submission = submit(student, problem, language="cpp")
     live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()

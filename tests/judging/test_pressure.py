@@ -122,6 +122,8 @@ def test_the_problem_page_keeps_the_code_and_says_when_to_try_again(java, settin
     page = response.content.decode()
     assert "my answer" in page
     assert "The Java judges are busy; your code is kept here; try again in 20 s." in page
+    # The answer opens at the reasons, focused, not at the statement's top.
+    assert '<div class="notice bad" role="alert" id="submit-refused" tabindex="-1" autofocus>' in page
     assert not Submission.objects.filter(user=student).exists()
     page = client.post(f"/problems/{java.pk}", {"language": "java", "code": code},
                        HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
