@@ -84,10 +84,15 @@ class Session:
             raise TransportError(f"session answer is missing fields: {exc}") from None
 
 
+# The shortest time between two renewals sent for a job's progress (`Agent.until_next_renew`).
+PROGRESS_REPORT_S = 2.0
+
+
 class JobRun:
     """One claimed lease, from claim to result (or drop)."""
 
-    def __init__(self, job: dict, session_epoch: int, received: float, job_max_s: float, pins: Pins | None = None):
+    def __init__(self, job: dict, session_epoch: int, received: float, job_max_s: float, pins: Pins | None = None,
+                 on_progress=None):
         self.job = job
         self.job_id = int(job["jobId"])
         self.lease_epoch = int(job["leaseEpoch"])
@@ -105,11 +110,14 @@ class JobRun:
         self.thread: threading.Thread | None = None
         self.run_dir: Path | None = None
         self.pins = pins  # the cached files this job uses, kept until it ends
+        self.on_progress = on_progress
 
     def set_progress(self, phase: str, testcase: int | None) -> None:
         if phase != self.phase or testcase != self.testcase:
             self.phase, self.testcase = phase, testcase
             self.log.debug("progress", phase=phase, testcase=testcase)
+            if self.on_progress is not None:
+                self.on_progress()
 
     def abort(self, reason: str, *, unless_posting: bool = False) -> bool:
         """Stop judging now. False if the result is already being posted; `unless_posting`:
@@ -188,6 +196,8 @@ class Agent:
         self.session: Session | None = None
         self.max_slots: int | None = None
         self.stop_requested = threading.Event()
+        # A job's phase or test case moved: the renew loop reports it before its round is due.
+        self.progress_moved = threading.Event()
         self.stopping = False
         self.fatal: Fatal | None = None
         self.threads: list[threading.Thread] = []
@@ -491,7 +501,8 @@ class Agent:
                 log.event(logger, logging.ERROR, "malformed job in an answer", error=repr(exc)[:200])
 
     def start_job(self, job: dict, session: Session, received: float) -> None:
-        jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000, self.cache.pins())
+        jr = JobRun(job, session.epoch, received, self.config.job_max_ms / 1000, self.cache.pins(),
+                    on_progress=self.progress_moved.set)
         with self.lock:
             running = self.jobs.get(jr.job_id)
             if running is not None and running.lease_epoch == jr.lease_epoch:
@@ -622,7 +633,18 @@ class Agent:
         while not self.stop_requested.is_set() or self._jobs():
             session = self.session
             wait = self.renew_step() if session is not None else 0.5
-            time.sleep(wait)
+            self.until_next_renew(wait)
+
+    def until_next_renew(self, wait: float) -> None:
+        """Wait `wait` seconds, or less once a job's progress moves (its compile ended, a case
+        was judged), but at least PROGRESS_REPORT_S after this round: the renewal carries the
+        progress, and a student's page follows a long job case by case instead of seeing its
+        first case until the next round, 15 s later. One call renews every lease."""
+        start = time.monotonic()
+        moved = self.progress_moved.wait(wait)
+        self.progress_moved.clear()  # what moved after this is read by the renewal that follows
+        if moved:
+            time.sleep(max(0.0, min(wait, PROGRESS_REPORT_S) - (time.monotonic() - start)))
 
     def renew_step(self) -> float:
         """Renew every held lease of the current session; return seconds until the next round."""

@@ -17,6 +17,11 @@ from django.utils.translation import gettext
 from kece.errors import Invalid
 
 
+def allowed_ports_words() -> str:
+    """The approved ports as an operator writes them: "443, 8443, 9441–9445"."""
+    return ", ".join(str(low) if low == high else f"{low}–{high}" for low, high in settings.KECE_PROBE_ALLOWED_PORTS)
+
+
 def port_allowed(port: int) -> bool:
     for entry in settings.KECE_PROBE_ALLOWED_PORTS:
         low, high = entry if isinstance(entry, tuple | list) else (entry, entry)
@@ -95,7 +100,8 @@ def normalize_base_url(url: str, *, resolve: bool = True) -> str:
         raise Invalid(gettext("baseUrl must be just https://host[:port]."),
                       fields={"baseUrl": ["only scheme, host, port"]})
     if not port_allowed(port):
-        raise Invalid(gettext("Port %(port)d is not an approved port.") % {"port": port},
+        raise Invalid(gettext("Port %(port)d is not an approved port (approved: %(ports)s).") % {
+            "port": port, "ports": allowed_ports_words()},
                       fields={"baseUrl": ["port not approved"]})
     host = parts.hostname.lower()
     if resolve:

@@ -127,6 +127,52 @@ def test_renew_items_carry_progress(phase, testcase, expected):
     assert jr.renew_item() == {"jobId": 7, "leaseEpoch": 4, "progress": {"phase": phase, "testcase": expected}}
 
 
+class _Renewing(_Quiet):
+    """An Agent's renew loop, against a client that records what each renewal carried."""
+
+    renew_loop, renew_step, until_next_renew = loop.Agent.renew_loop, loop.Agent.renew_step, \
+        loop.Agent.until_next_renew
+
+    def __init__(self, jobs):
+        super().__init__(jobs)
+        self.session = SimpleNamespace(epoch=1, renew_ms=3_600_000)  # a round an hour
+        self.stop_requested, self.progress_moved = threading.Event(), threading.Event()
+        self.sent, self.renewed = [], threading.Condition()
+        self.client = SimpleNamespace(renew=self._renew)
+
+    def _renew(self, *, session_epoch, leases):
+        with self.renewed:
+            self.sent.append([item["progress"] for item in leases])
+            self.renewed.notify_all()
+        return {"leases": [{"jobId": item["jobId"], "ok": True, "leaseRemainingMs": 60000} for item in leases]}
+
+    def wait_for(self, count: int) -> list:
+        with self.renewed:
+            assert self.renewed.wait_for(lambda: len(self.sent) >= count, timeout=30), self.sent
+            return self.sent[count - 1]
+
+
+def test_a_jobs_progress_is_renewed_soon_not_at_the_next_round(monkeypatch):
+    """A student's page follows a long job case by case: a judged case is reported within
+    PROGRESS_REPORT_S, not at the next round (here an hour away)."""
+    monkeypatch.setattr(loop, "PROGRESS_REPORT_S", 0.05)
+    jr = JobRun(job(7, lease=4), 1, received=time.monotonic(), job_max_s=900)
+    agent = _Renewing([jr])
+    jr.on_progress = agent.progress_moved.set
+    thread = threading.Thread(target=agent.renew_loop, daemon=True)
+    thread.start()
+    assert agent.wait_for(1) == [{"phase": "COMPILING", "testcase": 0}]
+    jr.set_progress("JUDGING", 1)
+    assert agent.wait_for(2) == [{"phase": "JUDGING", "testcase": 1}]
+    jr.set_progress("JUDGING", 2)
+    assert agent.wait_for(3) == [{"phase": "JUDGING", "testcase": 2}]
+    agent.jobs.clear()
+    agent.stop_requested.set()
+    agent.progress_moved.set()
+    thread.join(30)
+    assert not thread.is_alive() and len(agent.sent) == 3
+
+
 class _Starter:
     """Just enough of an Agent to start jobs; its workers only record that they ran."""
 
@@ -140,6 +186,7 @@ class _Starter:
         self.session = SimpleNamespace(epoch=1)
         self.stopping = False
         self.stop_requested = threading.Event()
+        self.progress_moved = threading.Event()
         self.ran = []
         self.released = []
 

@@ -137,10 +137,16 @@ def _register(client, HTTP_ACCEPT_LANGUAGE="en", **fields):
 
 def test_a_refused_base_url_says_why_in_the_admins_language(admin):
     english = _register(admin, base_url="https://127.0.0.1:22").content.decode()
-    assert "The base URL was refused: Port 22 is not an approved port." in english
+    assert "The base URL was refused: Port 22 is not an approved port (approved: 443, 8443)." in english
     chinese = _register(admin, base_url="https://127.0.0.1:22", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
-    assert "基础 URL 被拒绝：端口 22 不在允许的端口之内。" in chinese
+    assert "基础 URL 被拒绝：端口 22 不在允许的端口之内（允许：443, 8443）。" in chinese
     assert not JudgeNode.objects.exists()
+
+
+def test_a_refused_port_names_the_approved_ranges(admin, settings):
+    settings.KECE_PROBE_ALLOWED_PORTS = [(443, 443), (9441, 9445)]
+    page = _register(admin, base_url="https://127.0.0.1:9997").content.decode()
+    assert "Port 9997 is not an approved port (approved: 443, 9441–9445)." in page
 
 
 def test_registering_shows_the_join_code_once(admin):
