@@ -112,3 +112,30 @@ def test_a_demo_stopped_by_sigterm_stops_its_server_and_agents_too(env, state_di
     assert "[demo] stopping" in rest, "".join(seen) + rest
     assert not _listening(port), "the control plane outlived the demo"
     assert not _listening(HEALTH_PORTS["python"]), "the python agent outlived the demo"
+
+
+@pytest.mark.django_db
+def test_a_sample_refused_by_the_server_is_said_and_the_others_are_still_submitted(capsys):
+    """A database an earlier run left may hold a running exam with the samples' problems:
+    the demo says which were refused and why, and goes on, rather than ending in a traceback."""
+    from types import SimpleNamespace
+
+    from judging.services.problems import problem_import
+    from kece.demo import Demo, sample_solutions
+
+    for package in {package for package, *_ in sample_solutions(["python"])}:
+        problem_import(package)
+    answers = iter([SimpleNamespace(status_code=409, json=lambda: {"error": "exam_closed", "detail": "In an exam."},
+                                    text="")])
+
+    def post(url, json):
+        answer = next(answers, None)
+        return answer or SimpleNamespace(status_code=202, json=lambda: {"submissionType": "ALGO", "submissionId": 1})
+
+    demo = SimpleNamespace(base="http://127.0.0.1:1", student=SimpleNamespace(post=post))
+    submitted = Demo.submit_samples(demo, ["python"])
+    output = capsys.readouterr().out
+    samples = len(list(sample_solutions(["python"])))
+    assert len(submitted) == samples - 1
+    assert "refused: 409 exam_closed — In an exam." in output
+    assert f"submitted {samples - 1} sample solutions" in output
