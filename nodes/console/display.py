@@ -49,6 +49,12 @@ SETTING_WORDS = {
 JOB_ERROR_WORDS = {
     "lease_expired": gettext_lazy("lease expired"),
     "session_replaced": gettext_lazy("session replaced"),
+    "released": gettext_lazy("given back by the node"),
+    "node_revoked": gettext_lazy("the node was revoked"),
+    "node_not_judging": gettext_lazy("withdrawn: the node was not judging"),
+    "check_expired": gettext_lazy("the check expired"),
+    "deleted": gettext_lazy("its submission was deleted"),
+    "superseded": gettext_lazy("replaced by a newer job"),
 }
 
 
