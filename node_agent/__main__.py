@@ -103,6 +103,10 @@ def main() -> int:
     if config.spec.stand_in:
         log.event(logger, logging.WARNING, "runtime spec is a stand-in", spec=config.runtime_spec,
                   note=config.spec.stand_in)
+    if config.sandbox_uid is None:
+        log.event(logger, logging.WARNING, "not running as root: user code runs as the agent's own user and can "
+                  "write what it owns, cached test data included, which later jobs read; run the agent as root "
+                  "(its user code then runs as JUDGE_SANDBOX_UID)", uid=os.geteuid())
     cpus = len(os.sched_getaffinity(0))
     if config.local_slots > cpus:
         # Programs then share cores, and their CPU time (page faults included) grows with

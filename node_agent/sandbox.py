@@ -9,11 +9,13 @@ Layers, from the outside in:
 * When the agent runs as root, bwrap itself is started as an unprivileged sandbox uid
   (65534 by default). This matters: the kernel never enforces ``RLIMIT_NPROC`` for real
   uid 0, so a fork bomb is contained only because the real uid is not root.
-* A seccomp filter (libseccomp's, compiled once at start) refuses ``memfd_create`` and
-  ``shmget`` with EPERM: what a program keeps in an unmapped memfd or a detached SysV segment
-  is memory no process's resident set and no mounted tmpfs shows, so without a memory cgroup
-  nothing would count it against the limit. Any other architecture's system calls (a 64-bit
-  program's ``int 0x80``) kill the program.
+* A seccomp filter (libseccomp's, compiled once at start) refuses ``memfd_create``,
+  ``shmget`` and ``msgget`` with EPERM: what a program keeps in an unmapped memfd, a detached
+  SysV segment or a message queue is memory no process's resident set and no mounted tmpfs
+  shows, so without a memory cgroup nothing would count it against the limit; so are TCP
+  buffers, and IP sockets are refused (EAFNOSUPPORT). ``fallocate`` answers "not supported":
+  it would reserve disk under an output file without growing it, past the file size limit.
+  Any other architecture's system calls (a 64-bit program's ``int 0x80``) kill the program.
 * ``prlimit`` runs inside the sandbox and sets CPU time, address space, stack, file size,
   process and open-file limits on the program just before it starts.
 * Every filesystem the program can write is a tmpfs of a fixed size (``/tmp`` and
@@ -53,6 +55,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -144,11 +147,16 @@ class _Watch:
     tree: set = field(default_factory=set)
     tmpfs_fds: list = field(default_factory=list)  # keep the sandbox's tmpfs measurable after it ends
     cpu_ticks: dict = field(default_factory=dict)  # every process of the run seen: its CPU time
+    cpu_parents: dict = field(default_factory=dict)  # each of them: its parent's key
     cgroup: "Path | None" = None
 
 
-# Memory these allocate shows in no resident set and no mounted tmpfs (see the module's notes).
-REFUSED_SYSCALLS = ("memfd_create", "shmget")
+# Memory these allocate shows in no resident set and no mounted tmpfs (see the module's notes):
+# an unmapped memfd, a detached SysV segment, SysV message queues.
+REFUSED_SYSCALLS = ("memfd_create", "shmget", "msgget")
+# The run's network namespace has only its own loopback, but a TCP connection over it keeps
+# its buffers in kernel memory counted host-wide, in no process: IP sockets are refused.
+REFUSED_SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 
 
 def syscall_filter() -> bytes:
@@ -163,6 +171,12 @@ def syscall_filter() -> bytes:
                            f"and the pyseccomp package: {exc}") from exc
     for name in REFUSED_SYSCALLS:
         compiled.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+    for family in REFUSED_SOCKET_FAMILIES:
+        compiled.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), "socket", pyseccomp.Arg(0, pyseccomp.EQ, family))
+    # fallocate reserves disk without growing the file (FALLOC_FL_KEEP_SIZE): past the file
+    # size limit, on the agent's disk, under stdout. "Not supported" sends posix_fallocate to
+    # its fallback, plain writes, which that limit stops.
+    compiled.add_rule(pyseccomp.ERRNO(errno.EOPNOTSUPP), "fallocate")
     with tempfile.TemporaryFile() as fh:
         compiled.export_bpf(fh)
         fh.seek(0)
@@ -439,7 +453,8 @@ class Sandbox:
                     self._kill(w)
                 elif now >= next_sample:
                     next_sample = now + 0.05
-                    rss = _tree_sample(w.root_pid, w.cpu_ticks, count_root=w.root_pid == w.proc.pid) \
+                    rss = _tree_sample(w.root_pid, w.cpu_ticks, count_root=w.root_pid == w.proc.pid,
+                                       parents=w.cpu_parents) \
                         + _tmpfs_kb(w.tmpfs_fds)
                     w.peak_kb = max(w.peak_kb, rss)
                     if limits.memory_kb is not None and rss > limits.memory_kb:
@@ -621,15 +636,23 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool) -> int:
+def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool, parents: dict | None = None) -> int:
     """The tree's resident memory (KiB), and each process's CPU time so far into `cpu_ticks`
     ((pid, start time) → clock ticks): a process that the sandbox's end kills is reaped by
-    the kernel, and no rusage ever counts it, so what it used is known only from here."""
+    the kernel, and no rusage ever counts it, so what it used is known only from here.
+
+    A process's time includes the children it has reaped (cutime, cstime): work done in
+    short-lived children that a process still alive at the end waited for is counted nowhere
+    else. A process seen before and gone now, whose parent is still here, was reaped by it:
+    its time is in the parent's from now on, and its own entry goes (`parents`: each entry's
+    parent, kept between samples). Not the sandbox's own PID 1 (bwrap, unless `count_root`),
+    but what it reaped."""
+    parents = {} if parents is None else parents
     total = 0
-    stack = [root]
-    seen = set()
+    stack: list[tuple[int, tuple | None]] = [(root, None)]
+    seen, here = set(), set()
     while stack and len(seen) < 4096:
-        pid = stack.pop()
+        pid, parent = stack.pop()
         if pid in seen:
             continue
         seen.add(pid)
@@ -640,13 +663,19 @@ def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool) -> int:
             continue
         try:
             # After the command name: state is field 3, so utime (14) is [11], stime (15)
-            # [12], starttime (22) [19] and rss (24, pages) [21].
+            # [12], cutime (16) [13], cstime (17) [14], starttime (22) [19] and rss (24,
+            # pages) [21].
             total += int(fields[21]) * PAGE_KB
-            if count_root or pid != root:
-                cpu_ticks[(pid, fields[19])] = int(fields[11]) + int(fields[12])
+            key = (pid, fields[19])
+            own, reaped = int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+            cpu_ticks[key] = own + reaped if count_root or pid != root else reaped
+            parents[key] = parent
+            here.add(key)
         except (IndexError, ValueError):
             continue
-        stack.extend(_children(pid))
+        stack.extend((child, key) for child in _children(pid))
+    for key in [key for key in cpu_ticks if key not in here and parents.get(key) in here]:
+        del cpu_ticks[key]
     return total
 
 

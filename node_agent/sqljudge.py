@@ -154,6 +154,14 @@ class JudgeDb:
         except MySQLdb.OperationalError as exc:
             raise InfraError("judge_db_unavailable", f"judge MySQL unreachable: {exc.args}") from None
 
+    def restore_login(self, env: "TempEnv") -> None:
+        """The restricted user's password as the job's environment made it."""
+        conn = self.admin()
+        try:
+            conn.cursor().execute("ALTER USER %s@'%%' IDENTIFIED BY %s", (env.user, env.password))
+        finally:
+            conn.close()
+
     def flavor(self) -> str:
         if self._flavor is None:
             conn = self.admin()
@@ -474,17 +482,18 @@ _OVER_LIMIT = object()
 
 def _last_result(cur, script: str, output_limit_bytes: int):
     """The script's last result set (None if it had none), or _OVER_LIMIT once a result set
-    passes the output limit: rows are counted as they stream in, never all held first."""
+    passes the output limit: rows are counted one by one as they stream in, never held
+    first (a batch of rows of 16 MB each held a gigabyte before its size was known)."""
     cur.execute(script)
     last = None
     while True:
         if cur.description is not None:
             rows, size = [], 0
-            while batch := cur.fetchmany(1000):
-                size += sum(len(str(v)) + 1 for row in batch for v in row)
+            while (row := cur.fetchone()) is not None:
+                size += sum(len(str(v)) + 1 for v in row)
                 if size > output_limit_bytes:
                     return _OVER_LIMIT
-                rows.extend(batch)
+                rows.append(row)
             last = rows
         if cur.nextset() is None:
             return last
@@ -550,6 +559,9 @@ def _run_check(judge_db: JudgeDb, env: TempEnv, check: str, expected_types: dict
     if changed:
         return Outcome("WA", message=f"not a {expected_types[changed[0]].lower()} any more: {changed[0]}",
                        time_ms=time_ms)
+    # A submission may change its own password (SET PASSWORD needs no privilege): the check's
+    # login would fail, and the job end as an infrastructure error, every attempt.
+    judge_db.restore_login(env)
     outcome = judge_db.run_as_user(env, check, **run_limits)
     outcome.time_ms = time_ms
     return outcome

@@ -9,6 +9,7 @@ from judging.models import JobState, JudgeJob, PriorityClass, Submission
 from judging.pressure import pool_throttling
 from judging.services.exams import exam_hand_in
 from kece.errors import Throttled
+from nodes.models import JudgeNode
 from tests.api.helpers import person, token_client
 from tests.concurrency import raise_first_error, run_concurrently
 from tests.factories import HostGroupFactory, UserFactory, make_exam, make_node, make_problem
@@ -79,9 +80,11 @@ def test_practice_beyond_fair_share_does_not_count_toward_the_pools_thresholds(p
         submit(burst, python, now=start + timedelta(milliseconds=index))
     assert not pool_throttling("python", now=start)
     # Its share runs; the rest waits past the head-of-line threshold behind it.
-    node = make_node(pool="python", max_slots=4, host_group=HostGroupFactory(total_slots=4))[1]
-    assert len(claim(node, free_slots=4, now=start + timedelta(seconds=1))) == 4
+    node, identity = make_node(pool="python", max_slots=4, host_group=HostGroupFactory(total_slots=4))
+    assert len(claim(identity, free_slots=4, now=start + timedelta(seconds=1))) == 4
     later = start + timedelta(seconds=61)
+    # Its heartbeats go on while it judges: a busy judge, not a missing one.
+    JudgeNode.objects.filter(pk=node.pk).update(last_heartbeat_at=later)
     assert not pool_throttling("python", now=later)
     assert submit(UserFactory(), python, now=later)
     # Work within share still counts: nine more students fill the backlog to its threshold.

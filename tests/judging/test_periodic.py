@@ -142,32 +142,46 @@ def test_one_dispatch_tick_keeps_up_with_a_burst(student, problem, node_a):
     assert set(SettlementEvent.objects.values_list("state", flat=True)) == {EventState.DONE}
 
 
-def test_beat_sleeps_until_an_entry_is_due_rather_than_ticking_again_at_once(settings, tmp_path, monkeypatch):
+# The clock of the schedule below (`nowfun`: the entries' schedules forget their app once
+# stored, and would read the current app's clock), moved only by the test's "sleeps".
+_BEAT_CLOCK = []
+
+
+def _beat_now():
+    return _BEAT_CLOCK[-1]
+
+
+def test_beat_sleeps_until_an_entry_is_due_rather_than_ticking_again_at_once(settings, tmp_path):
     """Celery wakes 10 ms early; inside that margin beat must wait the rest, not tick over
-    and over (an idle beat spent 2 % of a core so)."""
+    and over (an idle beat spent 2 % of a core so). On an app of its own and a clock of its
+    own."""
+    from datetime import datetime, timezone as dt_timezone
+
+    from celery import Celery
+
     from kece.celery import HeartbeatScheduler
 
-    app.loader.import_default_modules()
-    app.finalize()
     settings.KECE_PROCESS_HEARTBEAT_DIR = str(tmp_path)
-    clock = [timezone.now()]
-    monkeypatch.setattr(app, "now", lambda: clock[0])  # the schedules' clock, moved by the "sleeps" below
-    scheduler = HeartbeatScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))
+    _BEAT_CLOCK[:] = [datetime(2026, 1, 1, tzinfo=dt_timezone.utc)]
+    beat_app = Celery("beat-clock", set_as_current=False)
+    beat_app.conf.beat_schedule = {"step": {"task": "step", "schedule": 2.0}}
+    scheduler = HeartbeatScheduler(app=beat_app, schedule_filename=str(tmp_path / "schedule"))
     sent = []
-    monkeypatch.setattr(scheduler, "apply_async", lambda entry, producer=None, **kwargs: sent.append(entry.task))
+    scheduler.apply_async = lambda entry, producer=None, **kwargs: sent.append(entry.task)
+    scheduler.producer = None  # nothing is sent anywhere
     try:
-        for entry in scheduler.schedule.values():  # each of ours due 4 ms from now
-            every = getattr(entry.schedule, "run_every", None)  # (Celery's own daily cleanup: a crontab)
-            entry.last_run_at = clock[0] - (every - timedelta(seconds=0.004) if every else timedelta(0))
+        step = scheduler.schedule["step"]
+        step.schedule.nowfun = _beat_now
+        step.last_run_at = _beat_now() - timedelta(seconds=2.0 - 0.004)  # due in 4 ms
+        scheduler.schedule.pop("celery.backend_cleanup", None)
         scheduler._heap = None
-        ticks, waits = 0, []
-        while not sent and ticks < 50:
-            ticks += 1
+        answers = []
+        while not sent and len(answers) < 50:
             wait = scheduler.tick()
+            answers.append(wait)
             if wait and wait > 0:  # what Celery's beat loop does with the answer
-                waits.append(wait)
-                clock[0] += timedelta(seconds=wait)
-        assert sent, f"nothing sent after {ticks} ticks"
-        assert ticks == 2 and waits == [pytest.approx(0.004, abs=1e-4)]
+                _BEAT_CLOCK.append(_beat_now() + timedelta(seconds=wait))
+        assert sent == ["step"], answers[:10]
+        assert answers == [pytest.approx(0.004, abs=1e-4), 0]  # one wait, the rest of it; then sent
     finally:
         scheduler.close()

@@ -103,6 +103,11 @@ ATTACKS = {
         "CREATE TABLE park (s VARCHAR(1000)) ENGINE=MEMORY;\n"
         "INSERT INTO park SELECT REPEAT('x', 1000) FROM n a, n b LIMIT 2000;\n"
         f"{EXPECTED};", QUERY, "MLE"),
+    # The check logs in again as the job's user: it must still be able to (else every attempt
+    # ends as an infrastructure error, and the node is quarantined for it).
+    "password_changed_before_the_check": ("SET PASSWORD = PASSWORD('mine now');", DML, "WA"),
+    # Rows of 16 MB under a 64 KB output limit: refused at the first, never a batch of them held.
+    "rows_far_over_the_output_limit": ("SELECT REPEAT('x', 16000000) FROM seq_1_to_100;", QUERY, "OLE"),
     "sleep_after_lifting_the_time_limit": (
         f"SET SESSION max_statement_time = 0; SELECT SLEEP(20); {EXPECTED};", QUERY, "TLE"),
     # The table being created holds its metadata lock: a watchdog whose look at the tables

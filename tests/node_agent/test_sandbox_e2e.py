@@ -190,6 +190,84 @@ def test_memory_that_no_process_shows_cannot_be_kept_past_the_limit(plane, launc
     assert_nothing_left(agent, before)
 
 
+MSGQ_HOARD = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+queue = libc.msgget(0, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600: messages no process holds
+if queue < 0:
+    raise OSError(ctypes.get_errno(), "msgget refused")
+a, b = map(int, input().split())
+print(a + b)
+"""
+TCP_HOARD = """
+import socket
+server = socket.socket()  # buffers of a connection over the run's own loopback: kernel memory
+server.bind(("127.0.0.1", 0))
+a, b = map(int, input().split())
+print(a + b)
+"""
+# Prints the answer only if the reservation was refused: 1 GiB held on the agent's disk under
+# stdout, its size still 0, past the file size limit.
+DISK_RESERVATION = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+reserved = libc.fallocate(1, 1, 0, 1 << 30) == 0  # FALLOC_FL_KEEP_SIZE
+a, b = map(int, input().split())
+print("reserved" if reserved else a + b)
+"""
+
+
+def test_kernel_memory_and_disk_no_limit_counts_cannot_be_taken(plane, launch):
+    """Message queues and TCP buffers are in no resident set and no tmpfs; a reservation
+    under an output file is disk past its size limit (it filled the workspace, and other
+    jobs' output failed with it). Each is refused; the agent carries on."""
+    agent, before, (queues, tcp, disk) = judge_attacks(plane, launch, "python",
+                                                       [MSGQ_HOARD, TCP_HOARD, DISK_RESERVATION], FILE_LIMITS)
+    assert queues["verdict"] == "RE" and tcp["verdict"] == "RE", (queues, tcp)
+    assert disk["verdict"] == "AC", "the reservation was refused: the program printed the answer"
+    assert agent.alive()
+    assert_nothing_left(agent, before)
+
+
+# Work done in short-lived grandchildren that "managers", alive until the end, wait for: the
+# time is in the managers' cutime, and in no rusage anyone collects. 3 × 250 × 4 ms = 3 s of CPU,
+# about half that on the wall over two cores: under the wall limit (2 × 2 s + 1 s), over the CPU
+# limit (2 s).
+CPU_IN_REAPED_CHILDREN = r"""
+#include <sys/wait.h>
+#include <unistd.h>
+#include <time.h>
+#include <cstdio>
+static volatile unsigned long sink;
+static void burn_ms(double ms) {
+    timespec s, t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &s);
+    for (;;) { for (int i = 0; i < 20000; i++) sink = sink * 31 + i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        if ((t.tv_sec - s.tv_sec) * 1e3 + (t.tv_nsec - s.tv_nsec) / 1e6 >= ms) return; }
+}
+int main() {
+    int done[2]; pipe(done);
+    for (int m = 0; m < 3; m++)
+        if (fork() == 0) {
+            for (int c = 0; c < 250; c++) { pid_t w = fork(); if (w == 0) { burn_ms(4); _exit(0); } waitpid(w, nullptr, 0); }
+            char x = 1; write(done[1], &x, 1);
+            pause();
+        }
+    char x; for (int m = 0; m < 3; m++) read(done[0], &x, 1);
+    long long a, b; scanf("%lld %lld", &a, &b); printf("%lld\n", a + b); fflush(stdout);
+    _exit(0);
+}
+"""
+
+
+def test_cpu_time_spent_in_children_a_living_process_reaped_counts(plane, launch):
+    agent, before, (split,) = judge_attacks(plane, launch, "cpp", [CPU_IN_REAPED_CHILDREN], LIMITS)
+    assert split["verdict"] == "TLE", (split["verdict"], split.get("compileOutput", "")[:600])
+    assert agent.alive()
+    assert_nothing_left(agent, before)
+
+
 STDERR_WIPE = """
 import os, sys
 print("not the answer")

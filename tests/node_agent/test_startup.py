@@ -78,6 +78,16 @@ def test_more_slots_than_cpus_is_a_warning_at_start(base_env):
     assert "more slots than CPUs" not in run_agent(base_env).stderr
 
 
+def test_an_agent_not_running_as_root_warns_that_user_code_can_write_what_it_owns(base_env):
+    base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"  # stop right after the start-up warnings
+    as_another_user = ("import os, runpy; os.geteuid = lambda: 1000; "
+                       "runpy.run_module('node_agent', run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", as_another_user], cwd=REPO, env=base_env, capture_output=True,
+                            text=True, timeout=30)
+    assert "not running as root: user code runs as the agent's own user" in result.stderr
+    assert "not running as root" not in run_agent(base_env).stderr  # as root: runs as JUDGE_SANDBOX_UID
+
+
 def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base_env):
     base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"
     result = run_agent(base_env)
