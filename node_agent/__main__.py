@@ -136,6 +136,10 @@ def main() -> int:
                                    "with JUDGE_MYSQL_URL")
             log.event(logger, logging.INFO, "judge database ok", flavor=judge_db.flavor(),
                       address=f"{config.mysql.host}:{config.mysql.port}")
+            if judge_db.table_files_may_go_anywhere():
+                log.event(logger, logging.WARNING, "the judge server follows symbolic links: a submission's "
+                          "CREATE TABLE … DATA DIRECTORY can write table files wherever the server may; start it "
+                          "with --skip-symbolic-links (MySQL 8 disables them by default)")
         else:
             check_runtime(config, sandbox)
     except RuntimeError as exc:

@@ -154,6 +154,17 @@ class JudgeDb:
         except MySQLdb.OperationalError as exc:
             raise InfraError("judge_db_unavailable", f"judge MySQL unreachable: {exc.args}") from None
 
+    def table_files_may_go_anywhere(self) -> bool:
+        """Whether the server honours DATA DIRECTORY and INDEX DIRECTORY (its symbolic link
+        support): a restricted user's CREATE TABLE may then put files outside the data folder."""
+        conn = self.admin()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT @@have_symlink")
+            return _str(cur.fetchone()[0]).upper() == "YES"
+        finally:
+            conn.close()
+
     def restore_login(self, env: "TempEnv") -> None:
         """The restricted user's password as the job's environment made it."""
         conn = self.admin()

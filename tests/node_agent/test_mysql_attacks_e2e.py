@@ -117,6 +117,21 @@ ATTACKS = {
 }
 
 
+def test_a_judge_server_that_lets_table_files_go_anywhere_is_named_at_start(plane, launch):
+    """A submission's CREATE TABLE … DATA DIRECTORY writes where the server may (this test
+    server follows symbolic links, as MariaDB does unless told not to): the agent says so."""
+    need_pool("mysql")
+    conn = _admin()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT @@have_symlink")
+        follows = cur.fetchone()[0] in ("YES", b"YES")
+    finally:
+        conn.close()
+    agent, _ = launch(plane, "mysql", slots=1)
+    assert ("the judge server follows symbolic links" in agent.logs()) == follows
+
+
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_an_attack_ends_in_its_ordinary_verdict_at_once(judged, attack):
     source, sql, verdict = ATTACKS[attack]
