@@ -4,6 +4,7 @@ Thin views over the exam services and the same reads as the exam API (`exam_json
 `result_json`): there is no second way to answer, hand in or score.
 """
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -78,11 +79,18 @@ def exam_detail(request, exam_id: int):
     now = timezone.now()
     try:
         if request.POST.get("action") == "hand-in":
+            if request.POST.get("confirm") != "yes":
+                # Final: the page asks first (the box is required there too). An outsider's 404
+                # comes from the page itself.
+                return _exam_page(request, exam_id, status=400, error=_(
+                    "Nothing was handed in: tick “I have finished” first. Handing in is final."))
             exams.exam_hand_in(exam_id=exam_id, user=request.user, now=now)
+            messages.success(request, _("Handed in. The exam takes no more answers or submissions from you."))
         else:
             choices = [whole_number(c) for c in request.POST.getlist("choices")]  # the service refuses a None
             exams.exam_answer_save(exam_id=exam_id, question_id=whole_number(request.POST.get("question")) or 0,
                                    user=request.user, choices=choices, now=now)
+            messages.success(request, _("Answer saved."))
     except NotFound:
         raise Http404 from None
     except DomainError as exc:

@@ -37,8 +37,10 @@ def test_an_early_hand_in_shows_no_answer_key_while_the_exam_is_open(quiet_serve
     page.get_by_role("button", name="Submit").click()
     page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
     page.goto(base + path)
+    page.get_by_label("I have finished").check()
     with page.expect_navigation():
         page.get_by_role("button", name="Hand in").click()
+    assert page.get_by_role("status").filter(has_text="Handed in.").is_visible()
 
     result = page.locator("main").inner_text()
     assert "Handed in" in result and "Result" in result and "Total: 0" in result

@@ -31,6 +31,7 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
 
     assert signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0", "2"]}).status_code == 302
     assert ExamAnswer.objects.get().choices == [0, 2]
+    assert "Answer saved." in signed_in.get(f"/exams/{exam.pk}").content.decode()  # said once, after the save
     form = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
     assert f'name="exam" value="{exam.pk}"' in form
     response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
@@ -39,8 +40,13 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     assert submission.exam_id == exam.pk and submission.current_judge_job_id is None
     assert "judged when the exam is handed in" in signed_in.get("/submissions").content.decode()
 
-    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 302
-    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 302, "the same again"
+    unconfirmed = signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"})
+    assert unconfirmed.status_code == 400 and "Nothing was handed in" in unconfirmed.content.decode()
+    assert ExamParticipant.objects.get().handed_in_at is None, "final: not without the box ticked"
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in", "confirm": "yes"}).status_code == 302
+    assert "Handed in. The exam takes no more answers" in signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in", "confirm": "yes"}).status_code == 302, \
+        "the same again"
     assert ExamParticipant.objects.get().objective_score == 10
     [job] = claim(identity)
     settle(identity, judged(job))
@@ -57,6 +63,7 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
 def test_an_exam_you_are_not_in_does_not_exist_for_you(signed_in, problem):
     exam = make_exam(problem, participants=[UserFactory()])
     assert signed_in.get(f"/exams/{exam.pk}").status_code == 404
+    assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in", "confirm": "yes"}).status_code == 404
     assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"}).status_code == 404
 
 
@@ -77,7 +84,7 @@ def test_an_early_hand_in_shows_no_question_points_on_the_page_until_the_acm_exa
         {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 70}])
     question = exam.questions.get()
     signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["1"]})
-    signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"})
+    signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in", "confirm": "yes"})
     page = signed_in.get(f"/exams/{exam.pk}").content.decode()
     assert "70 / 70" not in page and "Total: 70" not in page and "Total: 0" in page
     assert "shown when the exam has ended" in page
