@@ -306,3 +306,18 @@ def test_a_result_an_exam_keeps_is_polled_for_slowly(signed_in, student, problem
     assert "every 30s" in signed_in.get(f"/submissions/ALGO/{waiting.pk}/live").content.decode()
     practice = submit(student, make_problem(languages=("python",)))
     assert "every 1s" in signed_in.get(f"/submissions/ALGO/{practice.pk}/live").content.decode()
+
+
+def test_the_top_bar_marks_the_section_a_page_belongs_to(signed_in, student, problem):
+    def marked(path: str) -> list:
+        return re.findall(r'<a href="([^"]+)" aria-current="page">', signed_in.get(path).content.decode())
+
+    submission = submit(student, problem)
+    assert marked("/problems") == ["/problems"]
+    assert marked(f"/problems/{problem.pk}") == ["/problems"]
+    assert marked("/submissions") == ["/submissions"]
+    assert marked(f"/submissions/ALGO/{submission.pk}") == ["/submissions"]
+    assert marked("/lessons") == ["/lessons"]
+    assert marked("/") == []
+    signed_in.force_login(make_admin())
+    assert marked("/admin/exams") == ["/admin/exams"]
