@@ -13,7 +13,6 @@ makes the node's waiting claim re-read who it is.
 """
 
 import hmac
-import re
 from dataclasses import dataclass
 
 from rest_framework.authentication import BaseAuthentication
@@ -21,10 +20,9 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from judging.identity import NodeIdentity, credential_digest
 from kece.caches import BoundedCache
+from kece.converters import whole_number
 from kece.errors import SessionSuperseded, Unauthenticated
 from nodes.models import JudgeNode
-
-_EPOCH = re.compile(r"[0-9]{1,10}")
 
 SESSION_HEADER = "HTTP_X_JUDGE_SESSION"
 AUTH_CACHE_SECONDS = 60.0
@@ -90,7 +88,7 @@ def authenticate_cached(authorization: str, session_header) -> tuple[NodeAuth, i
     if secret is None:
         raise Unauthenticated("Use Authorization: Bearer <credential>.")
     digest = credential_digest(secret)
-    session = parse_session(session_header)
+    session = epoch_of(session_header)
     auth = lookup_for_waiting(digest)
     if auth is not None and (session != auth.session_epoch or not auth.session_open):
         auth = lookup_for_waiting(digest, fresh=True)  # the cache may be behind
@@ -102,18 +100,10 @@ def authenticate_cached(authorization: str, session_header) -> tuple[NodeAuth, i
 
 
 def epoch_of(value) -> int | None:
-    """An epoch header's value: ASCII digits, at most ten, below 2**31 (surrounding blanks
-    are the header's, not the value's); None for anything else. Not `int()`, which also
-    takes "+1", "0_1" and other digits than ASCII ones."""
-    value = (value or "").strip() if isinstance(value, str) else ""
-    if not _EPOCH.fullmatch(value):
-        return None
-    epoch = int(value)
-    return epoch if epoch < 2**31 else None
-
-
-def parse_session(value) -> int | None:
-    return epoch_of(value)
+    """An epoch header's value (session or lease): a whole number in ASCII digits below
+    2**31; None for anything else. Not `int()`, which also takes "+1" and "0_1"."""
+    epoch = whole_number(value) if isinstance(value, str) else None
+    return epoch if epoch is not None and epoch < 2**31 else None
 
 
 class NodePrincipal:
@@ -153,7 +143,7 @@ class NodeCredentialAuthentication(BaseAuthentication):
 def session_identity(request) -> NodeIdentity:
     """The caller's identity for a call that needs the current session (X-Judge-Session)."""
     node = request.auth
-    epoch = parse_session(request.META.get(SESSION_HEADER))
+    epoch = epoch_of(request.META.get(SESSION_HEADER))
     if epoch is None or epoch != node.session_epoch or not node.session_open:
         raise SessionSuperseded(
             "X-Judge-Session is missing or not the node's current session; open a new session."

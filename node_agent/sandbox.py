@@ -636,7 +636,7 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool, parents: dict | None = None) -> int:
+def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool, parents: dict) -> int:
     """The tree's resident memory (KiB), and each process's CPU time so far into `cpu_ticks`
     ((pid, start time) → clock ticks): a process that the sandbox's end kills is reaped by
     the kernel, and no rusage ever counts it, so what it used is known only from here.
@@ -647,7 +647,6 @@ def _tree_sample(root: int, cpu_ticks: dict, *, count_root: bool, parents: dict 
     its time is in the parent's from now on, and its own entry goes (`parents`: each entry's
     parent, kept between samples). Not the sandbox's own PID 1 (bwrap, unless `count_root`),
     but what it reaped."""
-    parents = {} if parents is None else parents
     total = 0
     stack: list[tuple[int, tuple | None]] = [(root, None)]
     seen, here = set(), set()

@@ -20,7 +20,7 @@ from judging.services.settle import RELEASED, SettleRequest, job_settle
 from judging.waiting import run_db
 from kece.api import lone_surrogate_in
 from kece.errors import DomainError, Invalid, TooLarge
-from judging.auth import bearer_secret, lookup_for_waiting, parse_session
+from judging.auth import bearer_secret, epoch_of, lookup_for_waiting
 
 logger = logging.getLogger("kece.node_api")
 
@@ -91,7 +91,7 @@ def release_unsent(identity, jobs) -> None:
 
 def _release_unsent_by_header(headers: dict, jobs) -> None:
     auth = lookup_for_waiting(credential_digest(bearer_secret(headers.get("authorization", "")) or ""))
-    session = parse_session(headers.get("x-judge-session"))
+    session = epoch_of(headers.get("x-judge-session"))
     if auth is not None and session is not None:
         release_unsent(auth.identity(session), jobs)
 

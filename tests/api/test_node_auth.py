@@ -6,7 +6,7 @@ from django.test import Client
 from django.utils import timezone
 
 from judging.models import JudgeJob
-from judging.auth import NodePrincipal, auth_cache, bearer_secret, lookup_for_waiting, node_for_digest, parse_session
+from judging.auth import NodePrincipal, auth_cache, bearer_secret, epoch_of, lookup_for_waiting, node_for_digest
 from nodes.models import JudgeNode
 from nodes.services import AgentReport, node_session_open
 from tests.api.helpers import INTERNAL, error_of, heartbeat_body, node_client, send
@@ -29,7 +29,7 @@ def test_only_a_bearer_header_with_a_secret_names_a_credential(header, secret):
     ("", None), (None, None),
 ])
 def test_a_session_header_is_a_non_negative_32_bit_epoch(value, epoch):
-    assert parse_session(value) == epoch
+    assert epoch_of(value) == epoch
 
 
 def test_a_node_principal_is_never_staff_and_holds_no_permission(node_a):
