@@ -3,8 +3,10 @@
 One file after another, a cold job waits a round trip to the control plane per file (two per
 case), after its compile: over a link of 20 ms, a problem of fifty cases waits two seconds
 before its first run. Here the files are fetched by a few threads of the job's own (first
-cases first), while the job compiles; the job then waits only for what is still missing. A
-job's threads are its own, so a cold job's hundred files never hold up another slot's one.
+cases first), while the job compiles, and each case runs as soon as its own two files are
+there while the later cases' still come: a cold job waits for its first case's files, not
+for all of them. A job's threads are its own, so a cold job's hundred files never hold up
+another slot's one.
 
 Each file goes through the cache as before (`ArtifactCache.get`, pinned for the job): jobs on
 other slots that need the same file wait for its one download.
@@ -35,15 +37,20 @@ class Downloads:
             # Its threads end once the queue is done; nothing more is given to it.
             executor.shutdown(wait=False)
 
-    def paths(self) -> list[Path]:
-        """The files' paths in the entries' order, once all are there. A failure is raised
-        (the first in that order) only after the downloads under way have ended, and those
-        not begun are dropped: nothing is written into the cache for a job that has ended."""
+    def path(self, index: int) -> Path:
+        """The path of the `index`-th entry, once it is there; the others go on coming. A
+        failure is raised only after the downloads under way have ended, and those not begun
+        are dropped: nothing is written into the cache for a job that has ended."""
         try:
-            return [future.result() for future in self._futures]
+            return self._futures[index].result()
         except BaseException:
             self.stop()
             raise
+
+    def paths(self) -> list[Path]:
+        """The files' paths in the entries' order, once all are there; a failure as `path`
+        raises it, the first in that order."""
+        return [self.path(index) for index in range(len(self._futures))]
 
     def stop(self) -> None:
         """Drop the downloads not begun and wait for those under way (a job that ends early:

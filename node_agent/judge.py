@@ -113,7 +113,8 @@ def judge_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox) -> dict:
     limits = job["limits"]
     ctx.progress("COMPILING", None)
     source = ctx.artifact(job["source"]).read_bytes()
-    # The test data comes while the program compiles; a compile error needs none of it.
+    # The test data comes while the program compiles (a compile error needs none of it), and
+    # the later cases' while the first ones run: each case waits only for its own two files.
     downloads = ctx.download([entry for case in job["cases"] for entry in (case["input"], case["output"])])
     try:
         ctx.check()
@@ -121,14 +122,14 @@ def judge_program(ctx: JobContext, spec: RuntimeSpec, sandbox: Sandbox) -> dict:
         ok, compile_output = compile_in(ctx, spec, sandbox, box, int(limits["memoryLimitMb"]))
         if not ok:
             return verdicts.compile_error(ctx.lease_epoch, compile_output)
-        with ctx.timed("data"):
-            paths = downloads.paths()
+        cases = []
+        for i, case in enumerate(job["cases"]):
+            ctx.check()
+            with ctx.timed("data"):
+                input_path, expected_path = downloads.path(2 * i), downloads.path(2 * i + 1)
+            ctx.progress("JUDGING", case["ordinal"])
+            cases.append(run_case(ctx, spec, sandbox, box, case, input_path, expected_path, limits,
+                                  of=len(job["cases"])))
     finally:
         downloads.stop()
-    files = [(case, paths[2 * i], paths[2 * i + 1]) for i, case in enumerate(job["cases"])]
-    cases = []
-    for case, input_path, expected_path in files:
-        ctx.check()
-        ctx.progress("JUDGING", case["ordinal"])
-        cases.append(run_case(ctx, spec, sandbox, box, case, input_path, expected_path, limits, of=len(files)))
     return verdicts.judged(ctx.lease_epoch, cases, compile_output)

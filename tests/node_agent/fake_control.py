@@ -92,6 +92,8 @@ class FakeControlPlane:
         # if they never are, after `gate_timeout` seconds: the test then sees fewer at once).
         self.download_gate: int | None = None
         self.gate_timeout = 20.0
+        # Digest -> an event its downloads wait for (`hold_download`), with no time limit.
+        self.held_downloads: dict[str, threading.Event] = {}
         self._ids = itertools.count(1)
         self._job_ids = itertools.count(101)
         self._server: ThreadingHTTPServer | None = None
@@ -114,6 +116,13 @@ class FakeControlPlane:
             self.join_codes = {c: n for c, n in self.join_codes.items() if n != node_id}
             self.join_codes[code] = node_id
             return code
+
+    def hold_download(self, data: bytes | str) -> threading.Event:
+        """Downloads of this content wait until the returned event is set (and when the
+        plane stops)."""
+        digest = hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+        with self.lock:
+            return self.held_downloads.setdefault(digest, threading.Event())
 
     def blob(self, data: bytes | str) -> dict:
         if isinstance(data, str):
@@ -213,6 +222,9 @@ class FakeControlPlane:
 
     def stop(self) -> None:
         self._stop.set()
+        with self.lock:
+            for held in self.held_downloads.values():
+                held.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()
@@ -495,6 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     job.lease_until = now + p.lease_ttl_ms / 1000
                     job.progress = progress
+                    p.changed.notify_all()
                     out.append({"jobId": job.id, "ok": True, "leaseRemainingMs": p.lease_ttl_ms})
         self._reply(200, {"leases": out})
 
@@ -518,7 +531,10 @@ class _Handler(BaseHTTPRequestHandler):
             p.changed.notify_all()
             if p.download_gate is not None:
                 p.changed.wait_for(lambda: p.most_downloads_at_once >= p.download_gate, timeout=p.gate_timeout)
+            held = p.held_downloads.get(digest)
         try:
+            if held is not None:
+                held.wait()
             self._reply(200, data, {"X-Content-SHA256": digest})
         finally:
             with p.lock:

@@ -73,6 +73,21 @@ def test_the_agent_fetches_a_jobs_files_four_at_a_time(plane, launch):
     assert plane.most_downloads_at_once == 4
 
 
+def test_a_case_runs_while_the_later_cases_files_still_come(plane, launch):
+    need_pool("python")
+    last_answer = plane.hold_download(FOUR_CASES[-1][1])  # held until the test lets it go
+    try:
+        launch(plane, "python", slots=1)
+        job = plane.add_job(pool="python", source=PY_AC, cases=FOUR_CASES)
+        with plane.changed:
+            assert plane.changed.wait_for(lambda: (plane.jobs[job].progress or {}).get("testcase", 0) >= 3,
+                                          timeout=60), "the first cases waited for the last case's answer"
+    finally:
+        last_answer.set()
+    assert verdict_of(plane, job)["verdict"] == "AC"
+    assert len(plane.calls("/artifacts/")) == 8
+
+
 def test_with_one_thread_the_files_come_one_at_a_time(plane, launch):
     need_pool("python")
     launch(plane, "python", slots=1, env={"JUDGE_DOWNLOAD_THREADS": "1"})
