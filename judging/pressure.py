@@ -151,11 +151,12 @@ def admission(*, pool: str, now, user_id: int | None, read=None) -> Admission:
                      at_user_cap=bool(cap) and active >= cap)
 
 
-def practice_admission(*, pool, now, user_id: int, read=None) -> bool:
+def practice_admission(*, pool, now, user_id: int, read=None) -> tuple[bool, rates.Taken]:
     """Admit a practice submit into `pool` (a `pools.registry` pool) or raise `Throttled`:
     the user's active jobs, the pool's pressure, then the user's rate (last, so that a submit
     refused for the others costs none of it). Returns whether the job is beyond its user's
-    fair share. `read`: the figures as another statement read them (`admission_columns`)."""
+    fair share, and the rate taken (to give back if the submit goes no further). `read`: the
+    figures as another statement read them (`admission_columns`)."""
     figures = admission(pool=pool.name, now=now, user_id=user_id, read=read)
     if figures.at_user_cap:
         raise Throttled(own_active_sentence(pool.label, settings.KECE_USER_ACTIVE_MAX),
@@ -163,13 +164,12 @@ def practice_admission(*, pool, now, user_id: int, read=None) -> bool:
     if figures.throttled:
         raise Throttled(busy_sentence(pool.label, judged=_pool_has_a_ready_judge(pool.name, now=now)),
                         retry_after=settings.KECE_THROTTLE_RETRY_S)
-    _take_rate(f"practice:{user_id}", settings.KECE_USER_SUBMIT_RATE, now=now)
-    return figures.beyond_share
+    return figures.beyond_share, _take_rate(f"practice:{user_id}", settings.KECE_USER_SUBMIT_RATE, now=now)
 
 
-def exam_rate(*, exam_id: int, user_id: int, now) -> None:
+def exam_rate(*, exam_id: int, user_id: int, now) -> rates.Taken:
     """Count an exam submission against its participant's rate, or raise `Throttled`."""
-    _take_rate(f"exam:{exam_id}:{user_id}", settings.KECE_EXAM_SUBMIT_RATE, now=now)
+    return _take_rate(f"exam:{exam_id}:{user_id}", settings.KECE_EXAM_SUBMIT_RATE, now=now)
 
 
 _EXAM_ACTIVE = f"SELECT {_bounded_count(_ACTIVE)}"
@@ -195,10 +195,11 @@ def exam_admission(*, pool, user_id: int) -> int:
     return rank
 
 
-def _take_rate(scope: str, rate, *, now) -> None:
-    refusal = rates.take(scope, rate=rate, now=now)
-    if refusal is not None:
-        raise Throttled(own_rate_sentence(refusal), retry_after=refusal.retry_after)
+def _take_rate(scope: str, rate, *, now) -> rates.Taken:
+    taken = rates.take(scope, rate=rate, now=now)
+    if isinstance(taken, rates.Refusal):
+        raise Throttled(own_rate_sentence(taken), retry_after=taken.retry_after)
+    return taken
 
 
 def pool_throttling(pool: str, *, now) -> bool:

@@ -6,8 +6,9 @@ period (the window's number is in the key). A submission is admitted while the p
 window's count, weighted by the share of it the sliding window still covers, plus the
 current window's count (this submission included) stays within the limit: the sliding-window
 counter estimate, two small keys per user, no list of timestamps. Only admitted submissions
-count (a refusal gives its increment back), so a client that keeps retrying is admitted
-again as soon as its window has moved on, and Retry-After says when that is.
+count (a refusal gives its increment back, and so does a submission refused or rolled back
+after its rate was taken: `Taken.returned_on_error`), so a client that keeps retrying is
+admitted again as soon as its window has moved on, and Retry-After says when that is.
 
 The window follows the `now` the caller read (tests move it); the keys expire after two
 periods. The cache holds hints, not facts: when it cannot be reached the rate is not
@@ -17,6 +18,7 @@ a Redis outage refuses no one.
 
 import logging
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.core.cache import cache
@@ -29,6 +31,30 @@ class Refusal:
     count: int  # the limit
     period: int  # its window, in seconds
     retry_after: int  # seconds until one more submission fits, at least 1
+
+
+@dataclass(frozen=True)
+class Taken:
+    """An admitted submission's count in its window (`key`; None when nothing was counted)."""
+    key: str | None = None
+
+    @contextmanager
+    def returned_on_error(self):
+        """The count stays only if the block ends normally: a submission refused or rolled
+        back after its rate was taken (its exam's active cap, a repeated idempotency key, a
+        problem deleted meanwhile) is not one of the window's."""
+        try:
+            yield
+        except BaseException:
+            if self.key is not None:
+                try:
+                    cache.decr(self.key)
+                except Exception:  # noqa: BLE001 - the window's key expired or the cache is gone: a hint lost
+                    logger.warning("submission rate not given back", exc_info=True, extra={"key": self.key})
+            raise
+
+
+NOTHING_TAKEN = Taken()
 
 
 def retry_after(*, count: int, period: int, previous: int, current: int, elapsed: float) -> int:
@@ -54,10 +80,11 @@ def _increment(key: str, *, timeout: int) -> int:
         return cache.incr(key)  # a concurrent first one created it meanwhile
 
 
-def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
-    """Count one submission of `scope` (e.g. "practice:17") at `now`, or refuse it (None: admitted)."""
+def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | Taken:
+    """Count one submission of `scope` (e.g. "practice:17") at `now`, or refuse it (a `Taken`:
+    admitted)."""
     if rate is None:
-        return None
+        return NOTHING_TAKEN
     count, period = rate
     stamp = now.timestamp()
     window = math.floor(stamp / period)
@@ -69,11 +96,11 @@ def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | None:
         # previous × (1 − elapsed / period) + current ≤ count, without dividing (a submission
         # sent exactly at its Retry-After must fit).
         if previous * (period - elapsed) <= (count - current) * period + 1e-6:
-            return None
+            return Taken(key)
         cache.decr(key)
     except Exception:  # noqa: BLE001 - any cache failure: a hint lost, not a refusal
         logger.warning("submission rate not checked: the cache is unavailable", exc_info=True,
                        extra={"scope": scope})
-        return None
+        return NOTHING_TAKEN
     return Refusal(count=count, period=period, retry_after=retry_after(
         count=count, period=period, previous=previous, current=current - 1, elapsed=elapsed))

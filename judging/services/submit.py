@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from judging import artifacts, pressure, priority, visibility
+from judging import artifacts, pressure, priority, rates, visibility
 from judging.locking import insert_under_live_parent, lock_parent
 from judging.models import (
     SUBMISSION_MODELS, JudgeJob, LessonPractice, Manifest, PriorityClass, Problem, ProblemKind, ProblemVisibility,
@@ -184,23 +184,26 @@ def submission_submit(*, user, problem_id: int, language: str, code: str, lesson
     if "\x00" in code:  # as the API's parser refuses it: one rule whichever way the code came
         raise Invalid(gettext("The code contains a NUL character."), fields={"code": ["contains a NUL character"]})
     practice = _validated_practice(lesson_practice_id, problem)
+    taken = rates.NOTHING_TAKEN
     if exam is not None:
         # Exam work goes first and is refused only for its participant's own rate and active jobs.
         priority_class = PriorityClass.EXAM
         with _counting_throttle(pool):
-            pressure.exam_rate(exam_id=exam.pk, user_id=user.pk, now=now)
+            taken = pressure.exam_rate(exam_id=exam.pk, user_id=user.pk, now=now)
     beyond_share, exam_rank = False, 0
     if priority_class == PriorityClass.PRACTICE:
         # Read outside the transaction: a share decided on a count a concurrent submit of
         # the same user is about to change only moves one job a place in the queue.
         with _counting_throttle(pool):
-            beyond_share = pressure.practice_admission(pool=pool, now=now, user_id=user.pk,
-                                                       read=read if pool is named else None)
+            beyond_share, taken = pressure.practice_admission(pool=pool, now=now, user_id=user.pk,
+                                                              read=read if pool is named else None)
     source = artifacts.entry_for(source_bytes)
 
     submission_type = ProblemKind(problem.kind).value  # ALGO → submission, SQL → db_submission
     model = SUBMISSION_MODELS[submission_type]
-    with transaction.atomic(durable=True):
+    # Refused or rolled back from here on (the exam's active cap, a repeated idempotency key,
+    # the problem deleted meanwhile), the submission costs its user no rate.
+    with taken.returned_on_error(), transaction.atomic(durable=True):
         # A plain practice submit locks its problem and writes its submission in one statement.
         alone = practice is None and exam is None
         if not alone:

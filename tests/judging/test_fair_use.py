@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob, PriorityClass, Submission
@@ -140,6 +141,28 @@ def test_a_user_beyond_their_rate_is_refused_until_retry_after_has_passed(python
     assert Submission.objects.filter(user=user).count() == 4
 
 
+@pytest.mark.django_db
+def test_a_submit_rolled_back_after_its_rate_was_taken_costs_no_rate(python, settings):
+    """A retry whose idempotency key a twin committed first is rolled back: the user's window
+    holds the submissions that exist, not the attempts."""
+    settings.KECE_USER_SUBMIT_RATE = (2, 60)
+    now = timezone.now().replace(second=10, microsecond=0)
+    user = UserFactory()
+
+    def twin_committed_first(submission):
+        raise IntegrityError("Duplicate entry for key 'judge_idempotency_key_user_key'")
+
+    for _ in range(3):
+        with pytest.raises(IntegrityError):
+            submit(user, python, now=now, after_insert=twin_committed_first)
+    submit(user, python, now=now)
+    submit(user, python, now=now)
+    with pytest.raises(Throttled) as refused:
+        submit(user, python, now=now)
+    assert "You have sent 2 submissions within 60 s" in refused.value.detail
+    assert Submission.objects.filter(user=user).count() == 2
+
+
 def test_the_problem_page_keeps_the_code_and_says_the_limit_is_the_students_own(python, settings, client):
     settings.KECE_USER_SUBMIT_RATE = (1, 60)
     student = UserFactory()
@@ -215,6 +238,25 @@ def test_a_participant_beyond_the_exam_rate_is_refused_on_the_page_and_another_i
     assert "You have sent 2 submissions within 60 s" in page and "print(3)" in page
     assert "This submission goes into the exam." in page
     assert submit(b, python, exam_id=exam.pk)
+
+
+@pytest.mark.django_db
+def test_a_participants_submits_refused_for_their_active_jobs_cost_no_exam_rate(python, settings):
+    settings.KECE_EXAM_ACTIVE_MAX = 1
+    settings.KECE_EXAM_SUBMIT_RATE = (3, 60)
+    now = timezone.now().replace(second=10, microsecond=0)
+    participant = UserFactory()
+    exam = make_exam(python, mode="ACM", participants=[participant])
+    submit(participant, python, exam_id=exam.pk, now=now)
+    for _ in range(2):  # while the first waits for a judge
+        with pytest.raises(Throttled) as refused:
+            submit(participant, python, exam_id=exam.pk, now=now)
+        assert "You already have 1 submissions waiting" in refused.value.detail
+    node = make_node(pool="python", max_slots=1, host_group=HostGroupFactory(total_slots=1))[1]
+    [job] = claim(node, now=now)
+    assert settle(node, judged(job), now=now) == "settled"
+    # One submission so far within the minute, not three.
+    assert submit(participant, python, exam_id=exam.pk, now=now + timedelta(seconds=1))
 
 
 @pytest.mark.django_db
