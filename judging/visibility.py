@@ -58,10 +58,12 @@ def may_view(problem, user, *, now) -> bool:
 
 
 def exam_keeping(problem, user, *, now):
-    """The exam, not ended, in which `user` takes `problem`, or None: while there is one,
-    the user practises the problem only inside it."""
+    """The exam, started and not ended, in which `user` takes `problem`, or None: while there
+    is one, the user practises the problem only inside it. An exam of theirs that has not
+    started is never named: what it holds is its secret until then (and while it keeps the
+    problem, no one but admins and teachers sees it, `may_view`)."""
     if not (user and user.is_authenticated):
         return None
-    participant = (ExamParticipant.objects.filter(_exams_not_ended(now), user=user, exam__problems__problem=problem)
+    participant = (_participations(problem, user, now=now).filter(exam__ends_at__gt=now)
                    .select_related("exam").order_by("exam__ends_at").first())
     return participant.exam if participant else None

@@ -149,6 +149,23 @@ def test_a_participant_cannot_practise_an_exam_problem_until_the_exam_ends(cast)
 
 
 @pytest.mark.django_db
+def test_a_participant_is_sent_to_their_running_exam_never_to_one_not_started(cast):
+    """The same problem in tomorrow's quiz, which ends before this week's exam: the page and
+    the refusal name the exam under way, and tomorrow's stays its own secret."""
+    exam, secret, participant = cast["exam"], cast["secret"], cast["participant"]
+    _move_exam(exam, ends_in=timedelta(days=7))
+    quiz = make_exam(secret, mode="ACM", participants=[participant])
+    quiz.title = "Tomorrow's quiz"
+    quiz.save(update_fields=["title"])
+    _move_exam(quiz, starts_in=timedelta(days=1), ends_in=timedelta(days=1, hours=1))
+    page = session_client(participant).get(f"/problems/{secret.pk}").content.decode()
+    assert f"?exam={exam.pk}" in page and f"?exam={quiz.pk}" not in page and "quiz" not in page
+    refused = _practise(token_client(participant), secret)
+    assert error_of(refused) == (409, "exam_in_progress")
+    assert refused.json()["fields"]["examId"] == [str(exam.pk)]
+
+
+@pytest.mark.django_db
 def test_someone_outside_the_exam_finds_no_such_problem_to_submit(cast):
     outsider = token_client(cast["outsider"])
     assert error_of(_practise(outsider, cast["secret"])) == (400, "invalid")
