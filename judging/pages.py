@@ -206,12 +206,14 @@ def submission_detail(request, submission_type: str, submission_id: int):
 
 def _record(submission, viewer) -> dict:
     """Who judged the submission, and each attempt: the page's record below its status."""
+    # A result still hidden from the viewer (an exam's, before publishing) hides who judged it,
+    # how and when too: a judged attempt's end says the result is in, its length hints at it.
+    if hidden_wait(submission, viewer) is not None:
+        return {"history": [], "provenance": [], "show_nodes": can_manage_judgers(viewer)}
     history = submission_history(submission)
-    # A result still hidden from the viewer (an exam's, before publishing) hides who judged it too.
-    hidden = hidden_wait(submission, viewer) is not None
     judged_generation = submission.judged_generation if submission.verdict else None
     return {"history": display.history_rows(history, judged_generation=judged_generation),
-            "provenance": [] if hidden else display.provenance_blocks(history, judged_generation=judged_generation),
+            "provenance": display.provenance_blocks(history, judged_generation=judged_generation),
             "show_nodes": can_manage_judgers(viewer)}
 
 

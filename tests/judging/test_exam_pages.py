@@ -54,6 +54,8 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     assert "Handed in" in page and "Result" not in page and "results are published" in page
     record = signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
     assert "Accepted" not in record
+    assert "Judging history" not in record and "this is the result" not in record, \
+        "how and when it was judged says what the exam keeps until it publishes"
     assert f'<dd class="submitted-for"><a href="/exams/{exam.pk}">the exam {exam.title}</a></dd>' in record
 
     refused = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(2)", "exam": exam.pk})
