@@ -43,6 +43,11 @@ EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_RUNTIME = 3
 EXIT_AUTH = 4
+# A session superseded twice within the window means another agent holds the credential
+# (`Agent._wait_out_a_twin`): wait before taking the session back, longer each time.
+TWIN_WINDOW_S = 3600.0
+TWIN_BACKOFF_S = 5.0
+TWIN_BACKOFF_MAX_S = 300.0
 DROP_CODES = frozenset({"lease_lost", "superseded", "result_conflict", "cancelled"})
 
 
@@ -194,6 +199,7 @@ class Agent:
         self.slot_freed = threading.Condition(self.lock)
         self.jobs: dict[int, JobRun] = {}
         self.session: Session | None = None
+        self.superseded_at: list[float] = []  # monotonic times of this agent's sessions superseded
         self.max_slots: int | None = None
         self.stop_requested = threading.Event()
         # A job's phase or test case moved: the renew loop reports it before its round is due.
@@ -380,6 +386,7 @@ class Agent:
             if self.session is None or self.session.epoch != epoch:
                 return
             self.session = None
+            self.superseded_at.append(time.monotonic())
             dropped = list(self.jobs.values())
             for jr in dropped:
                 jr.abort("session_superseded")
@@ -441,6 +448,8 @@ class Agent:
         session = self.session
         if session is None:
             self._reset_for_new_session()
+            if not self._wait_out_a_twin():
+                return
             session = self.open_session()
             if session is None:
                 return
@@ -541,6 +550,28 @@ class Agent:
             if self.jobs.get(jr.job_id) is jr:
                 del self.jobs[jr.job_id]
             self.slot_freed.notify_all()
+
+    def _wait_out_a_twin(self) -> bool:
+        """Before taking the session back: False if the agent is stopping meanwhile.
+
+        A live agent's session is superseded only when another process opened one with its
+        credential. Once, that is a restart overlapping the agent it replaces, and the session
+        is taken back at once. Again within TWIN_WINDOW_S, it is a twin (a cloned machine, a
+        second copy started by hand): the two would take the session from each other without
+        pause, each time releasing every job the other held, until those jobs failed. The
+        agent then waits longer each time (TWIN_BACKOFF_S doubling, up to TWIN_BACKOFF_MAX_S)
+        and says why."""
+        now = time.monotonic()
+        self.superseded_at = [at for at in self.superseded_at if now - at < TWIN_WINDOW_S]
+        again = len(self.superseded_at) - 1
+        if again < 1:
+            return True
+        delay = min(TWIN_BACKOFF_MAX_S, TWIN_BACKOFF_S * 2 ** (again - 1))
+        log.event(logger, logging.ERROR, "session superseded again: another agent is using this node's credential;"
+                  " stop it (two agents on one credential take the session from each other and release each"
+                  " other's jobs)", superseded=len(self.superseded_at), window_s=int(TWIN_WINDOW_S),
+                  reopen_in_s=round(delay))
+        return not self.stop_requested.wait(delay)
 
     def _reset_for_new_session(self) -> None:
         """After a superseded session: wait for killed jobs to end, then clean the workspace."""

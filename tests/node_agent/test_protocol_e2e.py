@@ -200,6 +200,22 @@ def test_a_superseded_session_kills_its_jobs_and_opens_a_new_session(plane, laun
     assert agent.alive()
 
 
+def test_superseded_again_the_agent_says_another_holds_its_credential_and_waits(plane, launch):
+    """A twin (a cloned machine) takes the session twice: the second time the agent does not
+    take it straight back, and says why."""
+    need_pool("python")
+    agent, node_id = launch(plane, "python", slots=1)
+    node = plane.nodes[node_id]
+    plane.supersede(node_id)
+    plane.wait_for(lambda: node.sessions_opened == 2, what="the first supersede: the session taken back at once")
+    plane.supersede(node_id)
+    agent.wait_log("another agent is using this node's credential")
+    assert '"reopen_in_s": 5' in agent.logs()
+    assert node.sessions_opened == 2, "not taken back at once"
+    plane.wait_for(lambda: node.sessions_opened == 3, timeout=60, what="taken back after the wait")
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES[:1]))["verdict"] == "AC"
+
+
 def test_a_cancelled_lease_is_killed_and_dropped_and_frees_its_slot(plane, launch):
     need_pool("python")
     agent, _ = launch(plane, "python", slots=1)
