@@ -205,6 +205,14 @@ class ArtifactCache:
         except OSError:
             return 0
 
+    def fits_disk(self, size: int) -> bool:
+        """Whether a file of `size` bytes (with the headroom) could ever be on the cache's disk,
+        were the disk empty (an unreadable disk: assumed so, as the download found out)."""
+        try:
+            return size + DISK_HEADROOM <= shutil.disk_usage(self.root).total
+        except OSError:
+            return True
+
     # -- pins and the index -------------------------------------------------------------
 
     def _pin(self, pins: Pins, digest: str) -> None:

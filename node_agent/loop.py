@@ -427,6 +427,12 @@ class Agent:
         return True
 
     def _note_disk_full(self, exc: DiskFull) -> None:
+        if not self.cache.fits_disk(exc.needed):
+            # No eviction or wait makes room for it: that job fails here (and is retried
+            # elsewhere), and the node goes on judging everything else.
+            log.event(logger, logging.ERROR, "a test file cannot fit on the cache's disk even when empty: its job"
+                      " fails here; give the cache a larger disk", needed_bytes=exc.needed)
+            return
         if self.disk_full_need is None:
             log.event(logger, logging.ERROR, "the cache's disk is full: no more claims until it has room",
                       needed_bytes=exc.needed, free_bytes=self.cache.free_disk())

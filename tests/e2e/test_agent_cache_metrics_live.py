@@ -98,6 +98,31 @@ def test_a_full_disk_is_an_infrastructure_error_and_the_agent_claims_again_once_
             agent.kill()  # before the disk goes
 
 
+def test_a_test_file_larger_than_the_cache_disk_fails_its_job_and_the_node_judges_the_rest(agents):
+    need_pool("python")
+    node = agents.register("python", slots=1)
+    workspace = agents.workspace()
+    workspace.mkdir(mode=0o711)
+    huge = problem_with_input(b"7\n" + b"x" * (5 << 20), b"7\n")  # 5 MiB on a 4 MiB disk
+    small = problem_with_input(b"8\n", b"8\n")
+    with small_disk(workspace / "cache", size_kb=4096):
+        agent = agents.start(node, slots=1, workspace=workspace)
+        try:
+            agents.enable(node)
+            too_big = submission_submit(user=UserFactory(), problem_id=huge.pk, language="python",
+                                        code=ECHO_FIRST_LINE)
+            wait_for(lambda: job_of(too_big).error.startswith("disk_full"), 60, "an infrastructure error", agent)
+            assert "cannot fit on the cache's disk even when empty" in agent.logs()
+            fits = submission_submit(user=UserFactory(), problem_id=small.pk, language="python", code=ECHO_FIRST_LINE)
+            wait_for(lambda: terminal(fits), 60, "the next job judged", agent)
+            fits.refresh_from_db()
+            assert fits.verdict == "AC"
+            assert "the cache's disk is full: no more claims" not in agent.logs()
+            assert JudgeNode.objects.get(pk=node.pk).health_checks.get("cache_space") is not False
+        finally:
+            agent.kill()  # before the disk goes
+
+
 def test_test_data_damaged_in_the_agents_cache_is_fetched_again_never_judged_with(agents):
     need_pool("python")
     node = agents.register("python", slots=1)
