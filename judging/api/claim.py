@@ -51,7 +51,7 @@ async def serve_claim(*, authorization: str, session_header, body: bytes) -> bar
     try:
         auth, session = await _authenticate(authorization, session_header)
         data = bare.parse_json(body, ClaimIn)
-        return bare.ok(await _wait_and_claim(auth, auth.identity(session), data, authorization))
+        return bare.ok(await _wait_and_claim(auth, auth.identity(session), data, authorization, session_header))
     except DomainError as error:
         return bare.error_answer(error)
     except Exception:
@@ -72,7 +72,7 @@ async def _claim_once(identity, free_slots: int, *, inline_source: bool = False)
         raise
 
 
-async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
+async def _wait_and_claim(auth, identity, data, authorization: str, session_header) -> dict:
     free_slots, inline_source = data["freeSlots"], data["inlineSource"]
     wait_ms = min(data.get("waitMs", settings.KECE_CLAIM_WAIT_MS), settings.KECE_CLAIM_WAIT_MS)
     desired_state = auth.desired_state
@@ -101,7 +101,9 @@ async def _wait_and_claim(auth, identity, data, authorization: str) -> dict:
                 break
             if waiter.recheck:
                 waiter.recheck = False
-                auth, _ = await _authenticate(authorization, identity.session_epoch)
+                # The node's row changed (or the wake-ups reconnected): the call's own
+                # headers checked again, as when it came.
+                auth, _ = await _authenticate(authorization, session_header)
                 desired_state = auth.desired_state
             jobs, desired_state, _reason = await _claim_once(identity, free_slots, inline_source=inline_source)
             if jobs:

@@ -11,10 +11,12 @@ import time
 import httpx
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from judging import wakeups
 from judging.models import JobState, JudgeJob
 from judging.services.claim import job_claim
+from nodes.services import node_drain
 from tests.concurrency import lock_waits, raw_connection, wait_until
 from tests.factories import HostGroupFactory, UserFactory, make_node, make_problem
 from tests.judging.helpers import submit
@@ -64,6 +66,28 @@ def test_a_waiting_claim_wakes_on_a_submit_in_its_pool_and_no_other(hint_only_se
     assert python_box["done_at"] - submitted_at < 1.0
     assert cpp_box["response"].json()["jobs"] == []
     assert cpp_box["elapsed"] >= 2.4  # it waited its full time: nothing woke it
+
+
+def _empty_claims(server, pool: str) -> float:
+    """The server's count of claims that found nothing in `pool` (its /metrics)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return sum(float(row.rsplit(" ", 1)[1]) for row in text.splitlines()
+               if row.startswith(f'kece_claims_total{{pool="{pool}",') and 'result="empty"' in row)
+
+
+def test_a_waiting_claim_whose_node_is_drained_answers_the_new_state_not_a_lost_session(hint_only_server):
+    """The node's row changes while its claim waits: the claim looks at the node again and
+    answers as the node now stands. A 409 `session_superseded` there would make the agent
+    kill every job it runs, on each drain, disable or edit."""
+    node, _ = make_node(pool="cpp")
+    before = _empty_claims(hint_only_server, "cpp")
+    waiting, box = claim_in_background(client_for(hint_only_server, node), wait_ms=20000)
+    wait_until(lambda: _empty_claims(hint_only_server, "cpp") > before, timeout=30,
+               message="the claim's first look, then its wait")
+    node_drain(node_id=node.pk, actor=None, now=timezone.now())
+    waiting.join(30)
+    assert box["response"].status_code == 200, box["response"].text
+    assert box["response"].json() == {"jobs": [], "desiredState": "DRAINING"}
 
 
 @pytest.fixture
