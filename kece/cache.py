@@ -38,12 +38,13 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         super().__init__(servers, **options)
         self._clients = {}
         self._sentinels = sentinels
+        self._link_options = options  # the sockets' timeouts, for the Sentinel-managed client too
 
     def get_client(self, key=None, *, write=False):
         if self._sentinels:
             client = self._clients.get("sentinel")
             if client is None:
-                client = self._clients["sentinel"] = redis_clients.client()
+                client = self._clients["sentinel"] = redis_clients.client(**self._link_options)
             return client
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))

@@ -234,10 +234,15 @@ REDIS_LINK_OPTIONS = _dead_link_options()
 REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_timeout": 1, "socket_connect_timeout": 1,
                          "retry": None}
 
+# The cache's commands are small and answered at once: a Redis that accepts connections and
+# answers nothing (a stalled host, a paused server) must fail them within a second, as down
+# (the pages, the snapshot and the rates go on without it), not hold every request for good.
+CACHE_LINK_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 1, **REDIS_LINK_OPTIONS}
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": dict(CACHE_LINK_OPTIONS)}}
     if REDIS_SENTINELS:
-        CACHES["default"]["OPTIONS"] = {"sentinels": True}
+        CACHES["default"]["OPTIONS"]["sentinels"] = True
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "kece"}}
 

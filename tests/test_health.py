@@ -351,6 +351,22 @@ def test_with_its_mariadb_and_redis_really_stopped_a_server_is_not_ready_and_nam
     stack.until_ready()
 
 
+def test_with_its_redis_paused_pages_and_metrics_answer_and_the_process_is_degraded(stack):
+    """redis-server stopped with SIGSTOP (a stalled Redis host): it accepts connections and
+    answers nothing. The cache's commands fail within their timeout, and the pages, the
+    public status and /metrics answer without it."""
+    stack.until_ready()
+    stack.redis.send_signal(signal.SIGSTOP)
+    try:
+        for path in ("/", "/api/v1/system/judgers/summary", "/metrics", "/problems"):
+            assert stack.http.get(path).status_code == 200, path
+        status, body = readyz(stack.http)
+        assert (status, body["status"], body["failed"]) == (200, "degraded", ["redis"]), body
+    finally:
+        stack.redis.send_signal(signal.SIGCONT)
+    stack.until_ready()
+
+
 # --- requests while the database stalls --------------------------------------------------------
 
 # Run in the live server's environment (its own database): a student with an API token, a

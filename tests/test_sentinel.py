@@ -45,7 +45,9 @@ def test_sentinels_configure_every_redis_user(tmp_path):
     assert host["sentinel_kwargs"]["retry"] is None and shown["options"]["sentinel_kwargs"]["retry"] is None
     # The console's channel layer waits on a primary cut off no longer than the broker does.
     assert host["socket_timeout"] and host["socket_connect_timeout"] and host["socket_keepalive"]
-    assert shown["cache"] == {"sentinels": True}
+    assert shown["cache"]["sentinels"] is True
+    # The cache's commands give up on a stalled Redis within a second (their callers take it as down).
+    assert (shown["cache"]["socket_timeout"], shown["cache"]["socket_connect_timeout"]) == (1, 1)
 
 
 def test_without_sentinels_redis_is_one_address():
@@ -55,7 +57,8 @@ def test_without_sentinels_redis_is_one_address():
     assert shown["broker"] == "redis://10.0.0.5:6379/1" and "master_name" not in shown["options"]
     assert shown["options"]["socket_timeout"] and shown["options"]["socket_connect_timeout"]
     [host] = shown["hosts"]
-    assert host["address"] == "redis://10.0.0.5:6379/1" and host["socket_timeout"] and shown["cache"] is None
+    assert host["address"] == "redis://10.0.0.5:6379/1" and host["socket_timeout"]
+    assert "sentinels" not in shown["cache"] and shown["cache"]["socket_timeout"] == 1
 
 
 @pytest.mark.parametrize("env, message", [
