@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Iterator
 
 import requests
+import urllib3
 
 from . import AGENT_VERSION, log
 
@@ -182,8 +183,22 @@ class Client:
                         digest: str) -> tuple[requests.Response, Iterator[bytes]]:
         headers = self._headers(session_epoch)
         headers["X-Judge-Lease"] = str(lease_epoch)
-        resp = self._send("GET", f"/jobs/{job_id}/artifacts/{digest}", headers=headers, timeout=60, stream=True)
-        return resp, resp.iter_content(chunk_size=1 << 16)
+        path = f"/jobs/{job_id}/artifacts/{digest}"
+        resp = self._send("GET", path, headers=headers, timeout=60, stream=True)
+        return resp, _body_pieces(resp, f"GET {path}")
+
+
+def _body_pieces(resp: requests.Response, what: str) -> Iterator[bytes]:
+    """A streamed body, each piece as soon as the network gives it (up to 64 KiB: one
+    receive, `read1`), not once 64 KiB have come: a caller may stop between pieces however
+    slowly they come. Transport failures as TransportError; the response closed at the end."""
+    try:
+        while data := resp.raw.read1(1 << 16, decode_content=True):
+            yield data
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise TransportError(f"{what}: {exc.__class__.__name__}: {exc}") from None
+    finally:
+        resp.close()
 
 
 def _error_from(resp: requests.Response) -> ApiError:

@@ -798,7 +798,16 @@ class Agent:
                 try:
                     _resp, chunks = self.client.artifact_stream(session_epoch=session_epoch, job_id=jr.job_id,
                                                                 lease_epoch=jr.lease_epoch, digest=digest)
-                    yield from chunks
+                    try:
+                        # A job cancelled or out of time stops its downloads between the pieces
+                        # of a body (each as the network gives it): a slow one does not hold
+                        # the slot.
+                        for chunk in chunks:
+                            if jr.cancel.is_set():
+                                raise JobCancelled()
+                            yield chunk
+                    finally:
+                        chunks.close()
                     return
                 except ApiError as exc:
                     if exc.code == "session_superseded":
@@ -811,7 +820,8 @@ class Agent:
                         raise ArtifactError("artifact_missing", f"{digest}: {exc.code}") from None
                     if not exc.retryable or attempt == 3:
                         raise ArtifactError("artifact_unavailable", f"{digest}: {exc}") from None
-                    time.sleep(backoff.next_delay(exc.retry_after))
+                    if jr.cancel.wait(backoff.next_delay(exc.retry_after)):
+                        raise JobCancelled() from None
                 except TransportError as exc:
                     # A broken stream may already have yielded bytes: the cache discards the
                     # partial file, so give up on this download rather than resume it.

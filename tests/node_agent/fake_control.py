@@ -66,6 +66,9 @@ class Job:
     progress: dict | None = None  # last progress reported by a successful renew
 
 
+TRICKLE_S = 0.2
+
+
 class FakeControlPlane:
     def __init__(self, *, lease_ttl_ms: int = 20000, renew_ms: int = 1000, heartbeat_ms: int = 1000,
                  claim_wait_ms: int = 2000):
@@ -94,6 +97,8 @@ class FakeControlPlane:
         self.gate_timeout = 20.0
         # Digest -> an event its downloads wait for (`hold_download`), with no time limit.
         self.held_downloads: dict[str, threading.Event] = {}
+        # Digests whose downloads come a byte at a time, every TRICKLE_S, until the agent hangs up.
+        self.trickled: set[str] = set()
         self._ids = itertools.count(1)
         self._job_ids = itertools.count(101)
         self._server: ThreadingHTTPServer | None = None
@@ -336,6 +341,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _trickle(self, data: bytes) -> None:
+        with self.plane.lock:
+            self.plane.log.append((self.command, self.path, 200))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for index in range(len(data)):
+                if self.plane._stop.wait(TRICKLE_S):
+                    return
+                self.wfile.write(data[index:index + 1])
+                self.wfile.flush()
+        except OSError:
+            pass  # the agent hung up
+
     def _body(self) -> dict:
         try:
             data = json.loads(self._raw or b"{}")
@@ -532,9 +553,12 @@ class _Handler(BaseHTTPRequestHandler):
             if p.download_gate is not None:
                 p.changed.wait_for(lambda: p.most_downloads_at_once >= p.download_gate, timeout=p.gate_timeout)
             held = p.held_downloads.get(digest)
+            trickle = digest in p.trickled
         try:
             if held is not None:
                 held.wait()
+            if trickle:
+                return self._trickle(data)
             self._reply(200, data, {"X-Content-SHA256": digest})
         finally:
             with p.lock:

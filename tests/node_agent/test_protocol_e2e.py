@@ -200,6 +200,19 @@ def test_a_superseded_session_kills_its_jobs_and_opens_a_new_session(plane, laun
     assert agent.alive()
 
 
+def test_a_job_cancelled_while_its_test_data_trickles_in_frees_its_slot(plane, launch):
+    need_pool("python")
+    slow_input = "1 2\n" + "#" * (1 << 17)  # two receive buffers' worth, a byte at a time: hours
+    plane.trickled.add(hashlib.sha256(slow_input.encode()).hexdigest())
+    launch(plane, "python", slots=1)
+    stuck = plane.add_job(pool="python", source=PY_AC, cases=[(slow_input, "3\n", 100)])
+    plane.wait_for(lambda: plane.calls(f"/jobs/{stuck}/artifacts/"), what="the slow download begun")
+    plane.cancel(stuck)
+    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES[:1]))["verdict"] == "AC", \
+        "the one slot is free again"
+    assert plane.jobs[stuck].results == []
+
+
 def test_superseded_again_the_agent_says_another_holds_its_credential_and_waits(plane, launch):
     """A twin (a cloned machine) takes the session twice: the second time the agent does not
     take it straight back, and says why."""
