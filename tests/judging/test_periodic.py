@@ -60,6 +60,42 @@ def test_beat_sends_the_console_step_only_while_a_console_page_is_open(settings,
         scheduler.close()
 
 
+def test_a_fresh_beat_sends_reconciliation_and_retention_at_once_when_their_last_success_is_old(settings,
+                                                                                                 tmp_path, monkeypatch):
+    """A beat with no schedule file (a new pod) would first reconcile a day after it starts:
+    replaced daily, never. It sends each long step once at its start unless it succeeded
+    within its interval."""
+    from django.core.cache import cache
+
+    from kece import metrics
+    from kece.celery import HeartbeatScheduler
+
+    app.loader.import_default_modules()
+    app.finalize()
+    settings.KECE_PROCESS_HEARTBEAT_DIR = str(tmp_path)
+    cache.delete(metrics.STEP_SUCCESS_KEY.format("reconcile"))  # never, as far as anyone knows
+    cache.set(metrics.STEP_SUCCESS_KEY.format("gc"), timezone.now() - timedelta(minutes=10), None)  # recent
+
+    def fresh_beat(name: str) -> list:
+        scheduler = HeartbeatScheduler(app=app, schedule_filename=str(tmp_path / name))
+        sent = []
+        monkeypatch.setattr(scheduler, "apply_async", lambda entry, producer=None, **kwargs: sent.append(entry.task))
+        try:
+            for _ in range(3 * len(scheduler.schedule)):
+                scheduler.tick()
+        finally:
+            scheduler.close()
+        return sent
+
+    first = fresh_beat("first")
+    assert first.count("judging.reconcile") == 1, "sent once, not at every tick"
+    assert "judging.gc" not in first, "retention succeeded ten minutes ago: its hour is not up"
+    cache.set(metrics.STEP_SUCCESS_KEY.format("reconcile"), timezone.now(), None)
+    assert "judging.reconcile" not in fresh_beat("second")
+    entries = HeartbeatScheduler(app=app, schedule_filename=str(tmp_path / "third")).schedule
+    assert entries["judging.reap_expired_leases"].options["expires"] == settings.KECE_REAP_INTERVAL_MS / 1000
+
+
 def test_beat_keeps_its_schedule_in_the_state_folder_not_the_working_folder(settings, tmp_path):
     from pathlib import Path
 
