@@ -99,10 +99,15 @@ def compute_figures(*, now, queued=None) -> dict:
         if node.pk in ready:
             slots[node.pool] = slots.get(node.pool, 0) + node.max_slots
             busy[node.pool] = busy.get(node.pool, 0) + min(node.running, node.max_slots)
-        # A node disabled on purpose is not silent: its age would keep KeceNodeSilent firing.
-        if node.last_heartbeat_at is not None and node.desired_state != DesiredState.DISABLED:
+        # A node disabled on purpose is not silent, nor one drained of its work (`drain_node`
+        # says it may then be stopped): its age would keep KeceNodeSilent firing.
+        stopped_on_purpose = node.desired_state == DesiredState.DISABLED or (
+            node.desired_state == DesiredState.DRAINING and not node.running)
+        if node.last_heartbeat_at is not None and not stopped_on_purpose:
             heartbeats.append([node.pool, node.name, age(node.last_heartbeat_at)])
     outbox = SettlementEvent.objects.filter(state=EventState.PENDING).aggregate(n=Count("id"), oldest=Min("created_at"))
+    # Events that failed every try wait for an operator (the console's failed work), not for time.
+    dead = SettlementEvent.objects.filter(state=EventState.DEAD).count()
     return {
         "asOf": iso(now),
         "queued": [[r["pool"], r["priority_class"], r["n"], age(r["oldest"])] for r in queued],
@@ -113,6 +118,7 @@ def compute_figures(*, now, queued=None) -> dict:
         "heartbeats": heartbeats,
         "outboxPending": outbox["n"] or 0,
         "outboxOldest": age(outbox["oldest"]),
+        "outboxDead": dead,
     }
 
 

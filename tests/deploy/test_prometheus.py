@@ -34,7 +34,7 @@ CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 NAMED_RULES = {
     "KeceNoCapacity", "KeceExamQueueWaitHigh", "KeceQueueWaitHigh", "KeceStalledPool", "KeceJobStuck",
     "KeceLeaseExpiryBurst", "KeceSystemErrorRatio", "KeceNodeSilent", "KeceNodeQuarantined",
-    "KecePeriodicStale", "KeceOutboxLag", "KeceSnapshotStale", "KeceRedisDown",
+    "KecePeriodicStale", "KeceOutboxLag", "KeceOutboxDead", "KeceSnapshotStale", "KeceRedisDown",
     # The target down, or its gauges gone: without these every rule above goes quiet.
     "KeceTargetDown", "KeceMetricsAbsent",
     # The node API's own processes down while the web side answers.
@@ -45,7 +45,8 @@ NAMED_RULES = {
 SERVER_METRICS = {
     "kece_jobs_queued", "kece_jobs_running", "kece_queue_oldest_wait_seconds", "kece_running_oldest_seconds",
     "kece_nodes", "kece_pool_slots", "kece_pool_slots_busy", "kece_node_last_heartbeat_age_seconds",
-    "kece_outbox_pending", "kece_outbox_oldest_seconds", "kece_snapshot_age_seconds", "kece_redis_up",
+    "kece_outbox_pending", "kece_outbox_oldest_seconds", "kece_outbox_dead", "kece_snapshot_age_seconds",
+    "kece_redis_up",
     "kece_periodic_last_success_timestamp_seconds", "kece_build_info",
     "kece_claims_total", "kece_settlements_total", "kece_result_rejections_total", "kece_lease_expiries_total",
     "kece_node_infra_errors_total", "kece_quarantines_total", "kece_wakeup_fallback_polls_total",

@@ -279,3 +279,32 @@ def test_an_unreadable_cache_shows_status_unavailable_with_the_last_good_time(
     hhmm = timezone.datetime.fromisoformat(good["asOf"].replace("Z", "+00:00")).strftime("%H:%M")
     assert f"Status unavailable. Last good status: {hhmm} UTC." in page
     assert "1 / 5 runtimes available" not in page and "Normal" not in page  # never the last green
+
+
+@pytest.mark.django_db
+def test_the_operators_figures_count_dead_events_and_leave_out_nodes_stopped_on_purpose(student, problem):
+    """What the alerts read: outbox events that failed every try (KeceOutboxDead), and the
+    heartbeat ages of nodes that may be silent (KeceNodeSilent) — not one disabled, nor one
+    drained of its work, which `drain_node` says may then be stopped."""
+    from judging.models import EventState, SettlementEvent
+    from tests.judging.helpers import judged, settle
+
+    working, identity = make_node(pool="python", name="working")
+    drained, _ = make_node(pool="python", name="drained")
+    draining, draining_identity = make_node(pool="cpp", name="draining")
+    submit(student, problem)
+    [first] = claim(identity)
+    settle(identity, judged(first))
+    now = timezone.now()
+    [event] = SettlementEvent.objects.filter(job=first)
+    assert snapshot.compute_figures(now=now)["outboxDead"] == 0
+    SettlementEvent.objects.filter(pk=event.pk).update(state=EventState.DEAD)
+    cpp = make_problem(languages=("cpp",))
+    submit(student, cpp, language="cpp", code="int main(){}")
+    assert claim(draining_identity)
+    JudgeNode.objects.filter(pk__in=[drained.pk, draining.pk]).update(desired_state=DesiredState.DRAINING)
+
+    figures = snapshot.compute_figures(now=now + timedelta(minutes=5))
+    assert figures["outboxDead"] == 1
+    silent = {name for _pool, name, _age in figures["heartbeats"]}
+    assert silent == {"working", "draining"}, "a drained node with nothing left to run may be stopped"
