@@ -7,10 +7,11 @@ and heavy problems whose test data is not yet on the nodes, beside the peers.
 
 - Submissions arrive over HTTP from a load generator in its own process (`ingest.py`'s
   clients, 8 of them); simulated nodes (`dispatch.py`'s, 4 slots each) judge over the real
-  node API: each first downloads the job's source and the test data it does not hold yet
-  (cold cache: heavy problems carry megabytes), as the agent does, then sleeps the job's judge time (a distribution per
-  problem: light 50–150 ms, medium 150–450 ms, heavy 0.4–1.2 s) and posts the result with
-  its next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production:
+  node API: each downloads the job's source and the test data it does not hold yet (cold
+  cache: heavy problems carry megabytes) and sleeps the job's judge time (a distribution per
+  problem: light 50–150 ms, medium 150–450 ms, heavy 0.4–1.2 s) in equal parts per case,
+  each case once its files are there, as the agent does; then it posts the result with its
+  next claim. uvicorn, the Celery worker with beat, MariaDB and Redis as in production:
   the nodes speak to the node API's own process (Compose's and Kubernetes' `node-api`),
   the load generator to the web process; `--nodes-on-web` sends the nodes to the web
   process too, as before the node API had a process of its own.
@@ -140,18 +141,19 @@ class ColdNode(dispatch.SimNode):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.held = {}  # digest -> its download, done or under way
+        self.arrived = {}  # digest -> when its download ended (the event loop's clock)
 
     async def work(self, job):
-        start = time.perf_counter()
         headers = {**self.headers, "X-Judge-Lease": str(job["leaseEpoch"])}
         # The source, as the agent does, unless the claim sent it along; then the test data
         # it lacks.
-        files = [] if sent_source(job, job["source"]["digest"]) is not None else [job["source"]]
-        files += [entry for case in job["cases"] for entry in (case.get("input"), case.get("output"))]
+        first = [] if sent_source(job, job["source"]["digest"]) is not None else [job["source"]]
         if job.get("sql"):
-            files += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
-        # As the agent: a job's files come DOWNLOAD_THREADS at a time (`node_agent.downloads`),
-        # and slots needing the same file download it once, the others waiting for it.
+            first += [entry for entry in job["sql"].values() if isinstance(entry, dict)]
+        cases = [[entry for entry in (case.get("input"), case.get("output")) if entry] for case in job["cases"]]
+        # As the agent: a job's files come DOWNLOAD_THREADS at a time, first cases first
+        # (`node_agent.downloads`), and slots needing the same file download it once, the
+        # others waiting for it.
         threads = asyncio.Semaphore(DOWNLOAD_THREADS)
 
         async def one(entry):
@@ -163,18 +165,35 @@ class ColdNode(dispatch.SimNode):
                         self.fetch(entry["digest"], url, headers))
                 await asyncio.shield(download)
 
-        await asyncio.gather(*(one(entry) for entry in files if entry))
-        downloaded = time.perf_counter() - start
+        coming = {id(entry): asyncio.ensure_future(one(entry)) for entry in first + sum(cases, [])}
+        loop = asyncio.get_running_loop()
+        due = loop.time()  # when the next case may start: when the one before it ends
+
+        async def ready(entries) -> float:
+            """The case's files awaited: when it may start (once the case before it has
+            ended and its files have come, whenever this slot woke to see it)."""
+            await asyncio.gather(*(coming[id(entry)] for entry in entries))
+            return max([due, *(self.arrived[entry["digest"]] for entry in entries)])
+
         weight = self.weights.get(job["manifestId"])
         seconds = weight.judge_seconds(job["jobId"] - self.first_job_id) if weight else self.judge_seconds
-        self.records[job["jobId"]] = (job["pool"], seconds, downloaded)
-        await asyncio.sleep(seconds)
+        start = await ready(first)
+        waited, due = start - due, start
+        # As the agent: each case runs once its own files are there, the later cases' still
+        # coming; the judge time is the cases' in equal parts, on a schedule of their ends
+        # (a slot that wakes late for one does not push the others back).
+        for entries in cases or [[]]:
+            start = await ready(entries)
+            waited, due = waited + start - due, start + seconds / max(1, len(cases))
+            await asyncio.sleep(due - loop.time())
+        self.records[job["jobId"]] = (job["pool"], seconds, waited)
 
     async def fetch(self, digest: str, url: str, headers: dict) -> None:
         try:
             async with self.http.session.get(url, headers=headers) as response:
                 await response.read()
                 assert response.status == 200, response.status
+            self.arrived[digest] = asyncio.get_running_loop().time()
         except BaseException:
             self.held.pop(digest, None)  # the next job that needs it downloads it again
             raise
@@ -441,7 +460,7 @@ def print_run(run: Run, *, per_pool: bool = True, per_class: bool = False) -> No
         store = [t.done[j] - t.posted[j] for j in selected]
         last = max(t.done[j] for j in selected) - run.start
         return (f"queue wait p95 {_p95(waits)}, judge p95 {_p95(judge)}, store p95 {_p95(store)},"
-                f" download p95 {_p95([run.records[j][2] for j in selected])}, last completion {last:.2f} s")
+                f" test data wait p95 {_p95([run.records[j][2] for j in selected])}, last completion {last:.2f} s")
 
     print(f"  {run.name}: {len(jobs)} jobs, accepted {len(run.accept) if run.accept else len(jobs)}"
           f"{' over HTTP' if run.accept else ' (queued)'}"
@@ -485,7 +504,7 @@ def slot_time(run: Run) -> str:
     posts = sum(t.done[j] - t.posted[j] for j in jobs)
     before = sum(sorted(t.received[j] - run.start for j in jobs)[:slots])
     after = sum(run.makespan - done for done in sorted(t.done[j] - run.start for j in jobs)[-slots:])
-    parts = {"judging": judging, "test data downloads": downloads,
+    parts = {"judging": judging, "waiting for test data": downloads,
              "the rest of a job in its slot": in_slot - judging - downloads, "result posts": posts,
              "before the first job": before, "after the last (the tail)": after,
              "between jobs": slots * run.makespan - in_slot - posts - before - after}
