@@ -37,6 +37,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -68,9 +69,11 @@ class Policy:
     blob_grace: timedelta | None = None
     batch: int = 200
     batches: int | None = 10
+    # Told each kind's report so far after each of its batches (a long run shows progress).
+    on_batch: Callable[["Pruned"], None] | None = None
 
     @classmethod
-    def from_settings(cls, *, batches: int | None = -1) -> "Policy":
+    def from_settings(cls, *, batches: int | None = -1, on_batch=None) -> "Policy":
         """The configured policy; `batches` overrides the per-run budget (None: no bound)."""
         def days(value):
             return timedelta(days=value) if value else None
@@ -79,7 +82,8 @@ class Policy:
                    audit=days(settings.KECE_GC_AUDIT_DAYS),
                    blob_grace=timedelta(hours=settings.KECE_GC_BLOB_GRACE_HOURS)
                    if settings.KECE_GC_BLOB_GRACE_HOURS else None,
-                   batch=settings.KECE_GC_BATCH, batches=settings.KECE_GC_BATCHES if batches == -1 else batches)
+                   batch=settings.KECE_GC_BATCH, batches=settings.KECE_GC_BATCHES if batches == -1 else batches,
+                   on_batch=on_batch)
 
 
 @dataclass
@@ -140,6 +144,8 @@ def _in_batches(kind: str, policy: Policy, *, candidates, take, dry_run: bool) -
         if batch:
             report.add(batch if dry_run else take(batch))
             after = batch[-1].cursor
+            if policy.on_batch is not None:
+                policy.on_batch(report)
         runs += 1
         if len(batch) < policy.batch:
             return report
@@ -234,9 +240,15 @@ def _delete_in_batches(kind: str, policy: Policy, *, due, order: tuple, size, dr
     def take(batch):
         keys = [c.id for c in batch]
         with transaction.atomic(durable=True):
-            due.filter(pk__in=keys).delete()
+            _, deleted = due.filter(pk__in=keys).delete()
+        count = deleted.get(due.model._meta.label, 0)
+        if count == len(batch):
+            return batch
+        # Fewer: another run (two gc commands, or one beside the periodic step) took the rest,
+        # or a row changed. The count is this DELETE's own; of the rows now gone, which were
+        # its own is not known, so the bytes are those of as many of them.
         left = set(due.model.objects.filter(pk__in=keys).values_list("pk", flat=True))
-        return [c for c in batch if c.id not in left]
+        return [c for c in batch if c.id not in left][:count]
 
     return _in_batches(kind, policy, candidates=candidates, take=take, dry_run=dry_run)
 

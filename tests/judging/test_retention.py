@@ -228,6 +228,18 @@ def test_a_bounded_run_deletes_a_batch_per_statement_and_leaves_the_rest_for_the
     assert (second.count, second.more) == (3, False) and not NodeAudit.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_two_runs_at_once_report_together_what_was_deleted(mariadb, node_a):
+    node, _ = node_a
+    NodeAudit.objects.bulk_create([NodeAudit(node=node, action=f"change-{n}") for n in range(600)])
+    policy = Policy(audit=DAY, batch=20, batches=None)
+    later = timezone.now() + 2 * DAY
+    results = run_concurrently([lambda: retention.audit_prune(now=later, policy=policy)] * 2)
+    raise_first_error(results)
+    assert not NodeAudit.objects.exists()
+    assert sum(report.count for run in results for report in run if report.kind == "node_audit") == 600
+
+
 # --- the content store ------------------------------------------------------------------------
 
 def test_a_file_goes_only_if_nothing_names_it_and_it_is_older_than_the_grace(store, algo, node_a):
@@ -348,6 +360,22 @@ def test_the_command_prints_what_would_go_then_takes_it(store, algo, node_a, set
     assert "job_details: 1 gone" in out.getvalue() and not stray.exists()
     assert JudgeJob.objects.get(pk=job.pk).details_pruned_at is not None
     assert NodeAudit.objects.count() == 1
+
+
+def test_the_command_says_how_far_a_long_run_has_got(node_a, settings, monkeypatch):
+    from judging.management.commands import kece_gc
+
+    node, _ = node_a
+    NodeAudit.objects.bulk_create([NodeAudit(node=node, action=f"change-{n}") for n in range(35)])
+    NodeAudit.objects.update(created_at=timezone.now() - 400 * DAY)
+    settings.KECE_GC_BATCH = 10
+    monkeypatch.setattr(kece_gc, "PROGRESS_S", 0.0)  # a line after every batch, not every few seconds
+    out, err = StringIO(), StringIO()
+    call_command("kece_gc", stdout=out, stderr=err)
+    progress = [line for line in err.getvalue().splitlines() if line.startswith("node_audit:")]
+    assert progress[:3] == ["node_audit: 10 gone so far …", "node_audit: 20 gone so far …",
+                            "node_audit: 30 gone so far …"]
+    assert "node_audit: 35 gone" in out.getvalue()
 
 
 @pytest.mark.django_db(transaction=True)  # run_guarded closes the connection, as a worker's task does

@@ -1,8 +1,13 @@
+import time
+
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.services.retention import Policy, gc_run
 from kece.errors import Unavailable
+
+
+PROGRESS_S = 2.0
 
 
 def _amount(size: int) -> str:
@@ -26,8 +31,17 @@ class Command(BaseCommand):
     def handle(self, *args, dry_run, batches, **options):
         if batches is not None and batches < 1:
             raise CommandError("--batches must be at least 1")
+        shown = [time.monotonic()]
+
+        def progress(report):
+            # A large backlog takes minutes: say how far each kind has got, every few seconds.
+            if time.monotonic() - shown[0] >= PROGRESS_S:
+                shown[0] = time.monotonic()
+                self.stderr.write(f"{report.kind}: {report.count} {'would go' if dry_run else 'gone'} so far …")
+
         try:
-            reports = gc_run(now=timezone.now(), policy=Policy.from_settings(batches=batches), dry_run=dry_run)
+            reports = gc_run(now=timezone.now(), policy=Policy.from_settings(batches=batches, on_batch=progress),
+                             dry_run=dry_run)
         except Unavailable as exc:
             raise CommandError(exc.detail) from exc
         verb = "would go" if dry_run else "gone"
