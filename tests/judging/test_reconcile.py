@@ -5,7 +5,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from judging.models import (
@@ -99,14 +99,17 @@ def test_a_result_of_another_generation_is_reported(problem, node_a):
 
 
 def test_the_command_prints_each_check_and_the_console_shows_the_last_report(problem, node_a):
+    call_command("reconcile", stdout=StringIO())  # nothing out of place: exit status 0
     submission = submit(UserFactory(), problem)
     Submission.objects.filter(pk=submission.pk).update(current_judge_job=None)
     out = StringIO()
-    call_command("reconcile", stdout=out)
+    with pytest.raises(CommandError, match="1 finding\\(s\\) left") as left:
+        call_command("reconcile", stdout=out)
+    assert left.value.returncode == 1, "a cron job sees it"
     text = out.getvalue()
     assert f"submission_without_job: 1 (e.g. ALGO:{submission.pk}), needs a person" in text
     assert "running_without_lease: 0" in text and "(check only" in text
-    assert ReconcileReport.objects.get().repair is False
+    assert ReconcileReport.objects.latest("pk").repair is False
     page = session_client(make_admin()).get("/admin/judgers/failed").content.decode()
     assert "found 1 thing out of place" in page and f"ALGO:{submission.pk}" in page
 

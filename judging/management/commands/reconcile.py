@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.services.reconcile import REPAIRABLE, reconcile_run
@@ -22,3 +22,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{name}: {found['count']}{sample}{note}")
         self.stdout.write(f"reconciliation {report.pk}: {report.total} finding(s)"
                           + (" (repair asked)" if repair else " (check only; --repair mends what is safe)"))
+        # Exit status 1 while anything is left out of place, so that a cron job or a script notices.
+        left = sum(max(0, found["count"] - (report.repaired.get(name) or 0)) for name, found in report.findings.items())
+        if left:
+            raise CommandError(f"{left} finding(s) left", returncode=1)
