@@ -35,6 +35,16 @@ def _positive_ms(name: str, default: int) -> int:
     return value
 
 
+def _count(name: str, default: int, *, minimum: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}")
+    return value
+
+
 def _seconds(name: str, default: int, *, none: int | None = None) -> int:
     """Whole seconds (mysqlclient's timeouts are); `none`: the value that means no bound."""
     try:
@@ -359,6 +369,9 @@ if KECE_METRICS_TOKEN and (len(KECE_METRICS_TOKEN) < 16 or not KECE_METRICS_TOKE
                            or " " in KECE_METRICS_TOKEN):
     raise ImproperlyConfigured("KECE_METRICS_TOKEN must be at least 16 printable characters without spaces")
 KECE_RENEW_INTERVAL_MS = _positive_ms("KECE_RENEW_INTERVAL_MS", 15000)
+if KECE_LEASE_TTL_MS < 2 * KECE_RENEW_INTERVAL_MS:
+    # A node must get two renewals in per lease, or a single late one loses the job.
+    raise ImproperlyConfigured("KECE_LEASE_TTL_MS must be at least twice KECE_RENEW_INTERVAL_MS")
 KECE_HEARTBEAT_INTERVAL_MS = _positive_ms("KECE_HEARTBEAT_INTERVAL_MS", 10000)
 KECE_OFFLINE_AFTER_MS = _positive_ms("KECE_OFFLINE_AFTER_MS", 30000)
 KECE_CLAIM_WAIT_MS = _positive_ms("KECE_CLAIM_WAIT_MS", 15000)
@@ -375,7 +388,7 @@ KECE_STATUS_REFRESH_MS = _positive_ms("KECE_STATUS_REFRESH_MS", 30000)
 # The console compares its per-pool figures this often and tells open pages what changed;
 # an open page hears at most one message per such interval.
 KECE_CONSOLE_PUBLISH_MS = _positive_ms("KECE_CONSOLE_PUBLISH_MS", 1000)
-KECE_MAX_ATTEMPTS = env.int("KECE_MAX_ATTEMPTS", default=3)
+KECE_MAX_ATTEMPTS = _count("KECE_MAX_ATTEMPTS", 3, minimum=1)
 # Waiting claims: the per-pool fallback check interval and the bounded database threads.
 KECE_CLAIM_FALLBACK_MS = _positive_ms("KECE_CLAIM_FALLBACK_MS", 1000)
 KECE_DB_THREADS = env.int("KECE_DB_THREADS", default=4)
@@ -386,9 +399,14 @@ KECE_ADMIN_THREADS = env.int("KECE_ADMIN_THREADS", default=4)
 for _lane in ("KECE_DB_THREADS", "KECE_WEB_THREADS", "KECE_ADMIN_THREADS"):
     if globals()[_lane] < 1:
         raise ImproperlyConfigured(f"{_lane} must be at least 1")
-KECE_JOIN_THROTTLE = env.str("KECE_JOIN_THROTTLE", default="20/min")
+KECE_JOIN_THROTTLE = env.str("KECE_JOIN_THROTTLE", default="20/min").strip()
+# DRF's rate: a count, "/", and a period read by its first letter (s, m, h or d); anything
+# else would fail every join, answered 503, instead of stopping the start.
+if not re.fullmatch(r"[1-9]\d*/(s|sec|second|m|min|minute|h|hour|d|day)", KECE_JOIN_THROTTLE):
+    raise ImproperlyConfigured(f"KECE_JOIN_THROTTLE: {KECE_JOIN_THROTTLE!r} is not a rate such as 20/min, 5/s,"
+                               " 600/hour or 1000/day")
 KECE_RETRY_BACKOFF_MS = _positive_ms("KECE_RETRY_BACKOFF_MS", 2000)
-KECE_EVENT_MAX_ATTEMPTS = env.int("KECE_EVENT_MAX_ATTEMPTS", default=8)
+KECE_EVENT_MAX_ATTEMPTS = _count("KECE_EVENT_MAX_ATTEMPTS", 8, minimum=1)
 # A submit's Idempotency-Key names its submission at least this long (the contract: 24 h).
 KECE_IDEMPOTENCY_TTL_S = max(env.int("KECE_IDEMPOTENCY_TTL_S", default=86400), 86400)
 # How often ended exams are handed in for participants who did not, and old keys dropped.
@@ -453,16 +471,6 @@ def _rate(name: str, default: str) -> tuple[int, int] | None:
 # submissions one user may send in a window; an exam participant's active exam jobs in a pool
 # beyond which their exam submits are refused (also the spacing of their jobs in the exam
 # queue, `judging.priority`); the exam submissions one participant may send in a window.
-def _count(name: str, default: int, *, minimum: int) -> int:
-    try:
-        value = env.int(name, default=default)
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}")
-    return value
-
-
 KECE_USER_ACTIVE_MAX = _count("KECE_USER_ACTIVE_MAX", 20, minimum=0)
 KECE_USER_SUBMIT_RATE = _rate("KECE_USER_SUBMIT_RATE", "30/min")
 KECE_EXAM_ACTIVE_MAX = _count("KECE_EXAM_ACTIVE_MAX", 10, minimum=1)

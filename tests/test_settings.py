@@ -48,6 +48,27 @@ def test_a_bad_log_format_or_drain_time_stops_the_start(name, value, message):
     assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr
 
 
+@pytest.mark.parametrize("env, message", [
+    ({"KECE_LEASE_TTL_MS": "20000"}, "KECE_LEASE_TTL_MS must be at least twice KECE_RENEW_INTERVAL_MS"),
+    ({"KECE_LEASE_TTL_MS": "60000", "KECE_RENEW_INTERVAL_MS": "40000"},
+     "KECE_LEASE_TTL_MS must be at least twice KECE_RENEW_INTERVAL_MS"),
+    ({"KECE_JOIN_THROTTLE": "abc"}, "KECE_JOIN_THROTTLE: 'abc' is not a rate"),
+    ({"KECE_JOIN_THROTTLE": "20/fortnight"}, "KECE_JOIN_THROTTLE: '20/fortnight' is not a rate"),
+    ({"KECE_EVENT_MAX_ATTEMPTS": "0"}, "KECE_EVENT_MAX_ATTEMPTS must be a whole number of at least 1"),
+    ({"KECE_MAX_ATTEMPTS": "lots"}, "KECE_MAX_ATTEMPTS must be a whole number of at least 1"),
+])
+def test_settings_that_cannot_work_stop_the_start_not_the_first_request_that_needs_them(env, message):
+    """Checked as the settings load, as every process starts: not only by `check --deploy`,
+    which no deployment runs, nor by the first join that a bad rate would fail."""
+    run = _settings_of(SECRET_KEY="a production secret", **env)
+    assert run.returncode != 0 and "ImproperlyConfigured" in run.stderr and message in run.stderr, run.stderr
+
+
+def test_the_usual_rates_of_joins_are_taken():
+    for rate in ("20/min", "5/s", "600/hour", "1000/day", "3/m"):
+        assert _settings_of(SECRET_KEY="a production secret", KECE_JOIN_THROTTLE=rate).returncode == 0, rate
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
 def test_development_probes_loopback(address):
     run = _settings_of(DEBUG=1)
