@@ -232,9 +232,11 @@ def _delete_in_batches(kind: str, policy: Policy, *, due, order: tuple, size, dr
     """Delete the rows of `due` in batches in `order` (ending with the key). The DELETE names
     the batch by key and repeats `due`'s conditions, so a row that changed since it was read
     (an event made due again) stays; no lock is taken beyond the DELETE's own."""
+    key = order[-1]
+
     def candidates(after, limit):
         rows = due.filter(_after(after, *order)).order_by(*order).values(*order, *size)[:limit]
-        return [Candidate(row["id"], tuple(row[name] for name in order), sum(_size(row[n]) for n in size))
+        return [Candidate(row[key], tuple(row[name] for name in order), sum(_size(row[n]) for n in size))
                 for row in rows]
 
     def take(batch):
@@ -262,6 +264,15 @@ def events_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
     due = SettlementEvent.objects.filter(state=EventState.DONE, next_attempt_at__lt=cutoff, applied_at__lt=cutoff)
     return _delete_in_batches("events", policy, due=due, order=("next_attempt_at", "id"),
                               size=("payload", "last_error"), dry_run=dry_run)
+
+
+def sessions_prune(*, now, policy: Policy, dry_run: bool = False) -> Pruned:
+    """Sign-ins past their expiry (`django_session`): of no use to anyone, and Django deletes
+    none by itself (its `clearsessions` does, in one statement)."""
+    from django.contrib.sessions.models import Session
+
+    return _delete_in_batches("sessions", policy, due=Session.objects.filter(expire_date__lt=now),
+                              order=("expire_date", "session_key"), size=("session_data",), dry_run=dry_run)
 
 
 def audit_prune(*, now, policy: Policy, dry_run: bool = False) -> list[Pruned]:
@@ -406,6 +417,7 @@ def gc_run(*, now, policy: Policy, dry_run: bool = False) -> list[Pruned]:
     reports = [job_details_prune(now=now, policy=policy, dry_run=dry_run),
                events_prune(now=now, policy=policy, dry_run=dry_run),
                *audit_prune(now=now, policy=policy, dry_run=dry_run),
+               sessions_prune(now=now, policy=policy, dry_run=dry_run),
                blobs_sweep(now=now, policy=policy, dry_run=dry_run)]
     if not dry_run and any(r.count for r in reports):
         logger.info("retention pass", extra={r.kind: r.count for r in reports if r.count})

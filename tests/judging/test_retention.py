@@ -240,6 +240,22 @@ def test_two_runs_at_once_report_together_what_was_deleted(mariadb, node_a):
     assert sum(report.count for run in results for report in run if report.kind == "node_audit") == 600
 
 
+def test_sign_ins_past_their_expiry_go_and_live_ones_stay():
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.contrib.sessions.models import Session
+
+    stores = [SessionStore() for _ in range(5)]
+    for store in stores:
+        store["seen"] = True
+        store.create()
+    now = timezone.now()
+    expired = [s.session_key for s in stores[:3]]
+    Session.objects.filter(session_key__in=expired).update(expire_date=now - DAY)
+    report = retention.sessions_prune(now=now, policy=Policy(batch=2, batches=None))
+    assert report.count == 3 and report.bytes > 0
+    assert set(Session.objects.values_list("session_key", flat=True)) == {s.session_key for s in stores[3:]}
+
+
 # --- the content store ------------------------------------------------------------------------
 
 def test_a_file_goes_only_if_nothing_names_it_and_it_is_older_than_the_grace(store, algo, node_a):
@@ -336,7 +352,7 @@ def test_a_dry_run_changes_nothing_and_foretells_the_run(store, algo, node_a):
     foretold = gc_run(now=timezone.now(), policy=POLICY, dry_run=True)
     assert _state(store) == before
     assert {k: n for k, (n, _) in _reports(foretold).items()} == {
-        "job_details": 1, "events": 1, "node_audit": 1, "node_checks": 0, "reconcile_reports": 0,
+        "job_details": 1, "events": 1, "node_audit": 1, "node_checks": 0, "reconcile_reports": 0, "sessions": 0,
         "blobs": 1}, "the stray file"
     assert _reports(gc_run(now=timezone.now(), policy=POLICY)) == _reports(foretold)
     assert _state(store) != before
@@ -424,6 +440,7 @@ def test_an_exam_result_a_rejudge_and_a_students_history_read_the_same_after_a_r
     gc_run(now=year_on, policy=POLICY)
     assert JudgeJob.objects.get(pk=job.pk).details_pruned_at is not None
     assert not SettlementEvent.objects.exists(), "all that could go went"
+    as_student.force_login(student)  # a year on, the sign-in has expired and gone too
 
     result_after, history_after, page_after = seen()
     assert (result_after, history_after) == (result, history)
