@@ -154,6 +154,10 @@ class ArtifactCache:
         return path
 
     def _fetch(self, digest: str, size: int, path: Path, fetch: Fetch) -> None:
+        if not self.fits_disk(size):
+            # Refused before a byte is written: downloading it until the disk filled would
+            # evict the whole cache and fail other slots' writes, for nothing.
+            raise DiskFull(f"{digest}: {size} bytes can never fit on the cache's disk", size)
         try:
             self._download(digest, size, path, fetch)
             return
@@ -206,12 +210,14 @@ class ArtifactCache:
             return 0
 
     def fits_disk(self, size: int) -> bool:
-        """Whether a file of `size` bytes (with the headroom) could ever be on the cache's disk,
-        were the disk empty (an unreadable disk: assumed so, as the download found out)."""
+        """Whether a file of `size` bytes (with the headroom) could ever be on the cache's disk:
+        within what its files may use of it when empty (what is used and what is free, not the
+        blocks kept for root); an unreadable disk: assumed so, as a download will find out."""
         try:
-            return size + DISK_HEADROOM <= shutil.disk_usage(self.root).total
+            usage = shutil.disk_usage(self.root)
         except OSError:
             return True
+        return size + DISK_HEADROOM <= usage.used + usage.free
 
     # -- pins and the index -------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def test_settings_that_cannot_work_stop_the_start_not_the_first_request_that_nee
 
 
 def test_the_usual_rates_of_joins_are_taken():
-    for rate in ("20/min", "5/s", "600/hour", "1000/day", "3/m"):
+    for rate in ("20/min", "5/s", "600/hour", "1000/day", "3/m", "20/minutes", "5/seconds"):
         assert _settings_of(SECRET_KEY="a production secret", KECE_JOIN_THROTTLE=rate).returncode == 0, rate
 
 

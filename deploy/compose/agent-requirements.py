@@ -1,8 +1,8 @@
 """Print the pinned Python requirements of a judge node agent for one pool.
 
-The agent needs only `requests`, `prometheus-client` (its /metrics), `python-json-logger`
-(its log lines) and `pyseccomp` (its runs' system call filter), and `mysqlclient` for the
-mysql pool (node_agent/README.md).
+The agent needs only `requests` (with `urllib3` 2, whose `read1` its downloads use),
+`prometheus-client` (its /metrics), `python-json-logger` (its log lines) and `pyseccomp` (its
+runs' system call filter), and `mysqlclient` for the mysql pool (node_agent/README.md).
 Their versions are the ones pinned in pyproject.toml, so the agent image and the server
 never drift apart. Usage: python agent-requirements.py POOL [path/to/pyproject.toml]
 """
@@ -17,7 +17,8 @@ POOLS = ("cpp", "java", "python", "mysql", "arkts")
 def requirements(pool: str, pyproject: str) -> list[str]:
     if pool not in POOLS:
         raise SystemExit(f"agent-requirements: unknown pool {pool!r}; one of {', '.join(POOLS)}")
-    wanted = {"requests", "prometheus-client", "python-json-logger", "pyseccomp"} | ({"mysqlclient"} if pool == "mysql" else set())
+    wanted = {"requests", "urllib3", "prometheus-client", "python-json-logger", "pyseccomp"} | (
+        {"mysqlclient"} if pool == "mysql" else set())
     with open(pyproject, "rb") as fh:
         dependencies = tomllib.load(fh)["project"]["dependencies"]
     found = {}

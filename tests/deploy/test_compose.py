@@ -909,7 +909,8 @@ def test_agent_requirements_follow_pyproject():
     for pool in ("cpp", "java", "python", "mysql", "arkts"):
         out = subprocess.run([sys.executable, str(DEPLOY / "agent-requirements.py"), pool, str(REPO / "pyproject.toml")],
                              capture_output=True, text=True, timeout=30, check=True).stdout.split()
-        expected = [pins["requests"], pins["prometheus-client"], pins["python-json-logger"], pins["pyseccomp"]]
+        expected = [pins["requests"], pins["urllib3"], pins["prometheus-client"], pins["python-json-logger"],
+                    pins["pyseccomp"]]
         if pool == "mysql":
             expected.append(pins["mysqlclient"])
         assert sorted(out) == sorted(expected)

@@ -219,3 +219,15 @@ def test_a_disk_full_of_files_in_use_is_an_infrastructure_error(tmp_path):
         assert err.value.code == "disk_full" and err.value.needed == 1500 * KiB
         assert held.exists() and cache.total_bytes == 3000 * KiB
         assert not any(p.name.startswith(".") for p in disk.rglob("*")), "no partial file left"
+
+
+def test_a_file_larger_than_the_whole_disk_is_refused_before_a_byte_and_the_cache_is_kept(tmp_path):
+    with small_disk(tmp_path / "cache", size_kb=4096) as disk:
+        evicted = []
+        cache = ArtifactCache(disk, high_bytes=1 << 30, on_evict=evicted.append)
+        kept = cache.get(entry(b"k" * 700 * KiB), fetcher(b"k" * 700 * KiB, []))
+        huge, calls = b"h" * 5000 * KiB, []
+        with pytest.raises(DiskFull) as err:
+            cache.pins().get(entry(huge), fetcher(huge, calls))
+        assert err.value.needed == 5000 * KiB and "can never fit" in str(err.value)
+        assert calls == [] and evicted == [] and kept.exists(), "nothing fetched, nothing evicted for it"
