@@ -119,6 +119,9 @@ class HeartbeatScheduler(PersistentScheduler):
         return super().apply_entry(entry, producer=producer)
 
 
+TICK_EXPIRY_FLOOR_S = 60.0
+
+
 def _overdue(step: str, schedule) -> bool:
     """Whether `step` last succeeded longer ago than its schedule's interval (or never, as far
     as the cache knows); with the cache away, False: the schedule keeps its own time."""
@@ -139,11 +142,13 @@ def _schedule_periodic_work(sender, **kwargs):
     from kece.scheduler import PERIODIC_TASKS
 
     for task_name, interval_seconds in PERIODIC_TASKS():
-        # A tick older than its interval is dropped, not run: a worker back after a while
-        # would otherwise work through every reaper and snapshot tick beat sent meanwhile
-        # (about seven thousand an hour) before the current ones.
+        # A tick older than its interval, or than a minute, is dropped, not run: a worker back
+        # after a while would otherwise work through every reaper and snapshot tick beat sent
+        # meanwhile (about seven thousand an hour) before the current ones. Not sooner: beat
+        # stamps the expiry by its clock and a worker reads it by its own, and a few seconds
+        # between two hosts' clocks must not drop every reaper tick.
         sender.add_periodic_task(interval_seconds, sender.signature(task_name), name=task_name,
-                                 expires=max(1.0, interval_seconds))
+                                 expires=max(TICK_EXPIRY_FLOOR_S, interval_seconds))
 
 
 @beat_init.connect
