@@ -51,6 +51,13 @@ TWIN_BACKOFF_MAX_S = 300.0
 DROP_CODES = frozenset({"lease_lost", "superseded", "result_conflict", "cancelled"})
 
 
+def _soon_or_when_told(exc: ApiError, interval: float, soon: float = 1.0) -> float:
+    """The wait before a call the server refused for now is tried again: `soon`, or as long as
+    its Retry-After says, but never past the call's own interval (a heartbeat missed for
+    longer would make the node offline, a renewal its leases late)."""
+    return max(min(interval, soon), min(exc.retry_after or 0.0, interval))
+
+
 class Fatal(Exception):
     def __init__(self, exit_code: int, message: str):
         super().__init__(message)
@@ -649,8 +656,10 @@ class Agent:
             answer = self.client.heartbeat(session_epoch=session.epoch, body=body)
         except ApiError as exc:
             self._handle_api_error(exc, session.epoch)
-            log.event(logger, logging.WARNING, "heartbeat failed", error=exc.code)
-            return min(2.0, session.heartbeat_ms / 1000) if exc.retryable else session.heartbeat_ms / 1000
+            delay = _soon_or_when_told(exc, session.heartbeat_ms / 1000, soon=2.0) if exc.retryable \
+                else session.heartbeat_ms / 1000
+            log.event(logger, logging.WARNING, "heartbeat failed", error=exc.code, retry_in_s=round(delay, 1))
+            return delay
         except TransportError as exc:
             log.event(logger, logging.WARNING, "heartbeat failed", error=str(exc)[:300])
             return min(2.0, session.heartbeat_ms / 1000)
@@ -692,7 +701,7 @@ class Agent:
         interval = session.renew_ms / 1000
         if not held:
             return min(interval, 0.5)
-        ok_all = True
+        ok_all, told = True, None
         for i in range(0, len(held), 64):
             batch = held[i:i + 64]
             sent_at = time.monotonic()
@@ -702,7 +711,7 @@ class Agent:
                 self._handle_api_error(exc, session.epoch)
                 log.event(logger, logging.WARNING, "renew failed", error=exc.code, leases=len(batch))
                 self.metrics.renew_failures.inc()
-                ok_all = False
+                ok_all, told = False, exc if exc.retry_after is not None else told
                 continue
             except TransportError as exc:
                 log.event(logger, logging.WARNING, "renew failed", error=str(exc)[:300], leases=len(batch))
@@ -710,8 +719,11 @@ class Agent:
                 ok_all = False
                 continue
             self.apply_renew(batch, answer, sent_at)
-        # After a failure, try again soon: the local deadline keeps us safe meanwhile.
-        return interval if ok_all else min(interval, 1.0)
+        # After a failure, try again soon (the local deadline keeps us safe meanwhile), or when
+        # the server said to, within a round.
+        if ok_all:
+            return interval
+        return _soon_or_when_told(told, interval) if told is not None else min(interval, 1.0)
 
     def apply_renew(self, batch: list[JobRun], answer: dict, sent_at: float) -> None:
         by_id = {jr.job_id: jr for jr in batch}

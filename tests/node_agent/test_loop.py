@@ -152,6 +152,24 @@ class _Renewing(_Quiet):
             return self.sent[count - 1]
 
 
+@pytest.mark.parametrize("retry_after, expected", [(None, 1.0), (10.0, 10.0), (600.0, 15.0)])
+def test_a_renewal_refused_for_now_is_tried_again_when_the_server_says_within_a_round(retry_after, expected):
+    """503 with Retry-After: not a renewal a second while the server asks for ten, nor a wait
+    past the round (the leases would run late)."""
+    from node_agent.client import ApiError
+
+    jr = JobRun(job(7, lease=4), 1, received=time.monotonic(), job_max_s=900)
+    agent = _Renewing([jr])
+    agent.session.renew_ms = 15_000
+
+    def refused(**_call):
+        raise ApiError(503, "unavailable", "the database is away", retry_after)
+
+    agent.client = SimpleNamespace(renew=refused)
+    agent._handle_api_error = lambda exc, epoch: None
+    assert agent.renew_step() == expected
+
+
 def test_a_jobs_progress_is_renewed_soon_not_at_the_next_round(monkeypatch):
     """A student's page follows a long job case by case: a judged case is reported within
     PROGRESS_REPORT_S, not at the next round (here an hour away)."""
