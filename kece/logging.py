@@ -86,6 +86,16 @@ def accepted_request_id(offered: str | None) -> str:
     return f"{random.getrandbits(128):032x}"
 
 
+class ReadinessAnswerFilter(logging.Filter):
+    """On `django.request`: not its ERROR line for a 503 from `/readyz`. Not being ready (a
+    database away, a process draining for a rollout) is that probe's answer, not a server
+    error, and every probe would log one; `kece.views.ready` says it at WARNING instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        return not (getattr(record, "status_code", None) == 503 and getattr(request, "path", None) == "/readyz")
+
+
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         current = request_id.get()

@@ -621,14 +621,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"line": {"()": {"json": "kece.logging.JsonFormatter", "text": "kece.logging.TextFormatter"}[LOG_FORMAT]}},
-    "filters": {"request": {"()": "kece.logging.RequestIdFilter"}, "redact": {"()": "kece.logging.RedactingFilter"}},
+    "filters": {"request": {"()": "kece.logging.RequestIdFilter"}, "redact": {"()": "kece.logging.RedactingFilter"},
+                "readiness": {"()": "kece.logging.ReadinessAnswerFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["request", "redact"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # Django's own loggers go through the one formatter; refused requests (401, 409 …)
         # are normal protocol answers, so only server errors are logged per request.
         "django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False, "filters": ["readiness"]},
         "django.db.backends": {"level": "INFO"},
         "kece": {"level": LOG_LEVEL},
         # uvicorn's own lines (start, stop, access) in the same format; their levels stay

@@ -4,6 +4,7 @@ hung, unmigrated, and with Redis stopped."""
 import concurrent.futures
 import getpass
 import json
+import logging
 import os
 import shutil
 import signal
@@ -80,6 +81,25 @@ def test_with_the_database_stopped_the_process_is_not_ready(client, database_at)
     status, body = readyz(client)
     assert (status, body["status"], body["failed"]) == (503, "unavailable", ["database"])
     assert client.get("/livez").status_code == 200
+
+
+def test_not_ready_is_a_warning_in_the_log_not_a_server_error_per_probe(client, database_at, caplog):
+    """A database away (or a rollout draining a process) makes every probe answer 503: one
+    WARNING naming what failed, not django.request's ERROR "Service Unavailable" each time."""
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    request_log = logging.getLogger("django.request")
+    request_log.addHandler(handler)
+    try:
+        database_at(HOST="127.0.0.1", PORT=str(free_port()))
+        with caplog.at_level(logging.WARNING, logger="kece.health"):
+            assert readyz(client)[0] == 503
+    finally:
+        request_log.removeHandler(handler)
+    assert [r.getMessage() for r in logged if r.levelno >= logging.ERROR] == []
+    [warning] = [r for r in caplog.records if r.name == "kece.health"]
+    assert (warning.levelname, warning.getMessage(), warning.failed) == ("WARNING", "not ready", ["database"])
 
 
 def test_a_database_host_that_answers_nothing_is_not_ready_within_the_deadline(client, database_at):
