@@ -53,9 +53,13 @@ def no_lab():
 def test_no_loss_when_an_agent_is_cut_off_paused_or_its_answers_are_lost_or_redis_fails_over(no_lab):
     done = lab("a", "b", "c", "f", "g", "--quick", timeout=400)
     assert done.returncode == 0, done.stdout
-    for name, settled in (("a", 2), ("b", 2), ("c", 1), ("f", 120)):
+    for name, settled in (("a", 2), ("b", 2), ("c", 1)):
         assert (f"({name}) attempted {settled}, accepted {settled}, settled once {settled}, lost 0, duplicated 0,"
                 f" unexpected 0 -> OK") in done.stdout, done.stdout
+    # (f): the burst's 100 and the 5 of each wave sent after the failover until the console showed one.
+    found = re.search(r"\(f\) attempted (\d+), accepted \1, settled once \1, lost 0, duplicated 0, unexpected 0 -> OK",
+                      done.stdout)
+    assert found and int(found.group(1)) in range(105, 161, 5), done.stdout
     # The longer silence: the job moved to the standby, and the silent node's late result was refused.
     assert done.stdout.count("long: holder's result: lease_lost") == 2, done.stdout
     assert done.stdout.count("short: holder's result: settled") == 2, done.stdout
