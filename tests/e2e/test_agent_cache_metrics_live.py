@@ -49,6 +49,14 @@ def problem_with_input(data: bytes, expected: bytes):
     return problem
 
 
+def echo_submitted(problem):
+    return submission_submit(user=UserFactory(), problem_id=problem.pk, language="python", code=ECHO_FIRST_LINE)
+
+
+def failed_for_a_full_disk(submission, agent) -> None:
+    wait_for(lambda: job_of(submission).error.startswith("disk_full"), 60, "an infrastructure error", agent)
+
+
 def test_a_full_disk_is_an_infrastructure_error_and_the_agent_claims_again_once_there_is_room(agents):
     need_pool("python")
     node = agents.register("python", slots=1)
@@ -63,9 +71,8 @@ def test_a_full_disk_is_an_infrastructure_error_and_the_agent_claims_again_once_
         agent = agents.start(node, slots=1, workspace=workspace)
         try:
             agents.enable(node)
-            submission = submission_submit(user=UserFactory(), problem_id=problem.pk, language="python",
-                                           code=ECHO_FIRST_LINE)
-            wait_for(lambda: job_of(submission).error.startswith("disk_full"), 60, "an infrastructure error", agent)
+            submission = echo_submitted(problem)
+            failed_for_a_full_disk(submission, agent)
             job = job_of(submission)
             assert job.state == JobState.QUEUED and job.attempts == 1 and job.lease_epoch == 1
             submission.refresh_from_db()
@@ -109,11 +116,9 @@ def test_a_test_file_larger_than_the_cache_disk_fails_its_job_and_the_node_judge
         agent = agents.start(node, slots=1, workspace=workspace)
         try:
             agents.enable(node)
-            too_big = submission_submit(user=UserFactory(), problem_id=huge.pk, language="python",
-                                        code=ECHO_FIRST_LINE)
-            wait_for(lambda: job_of(too_big).error.startswith("disk_full"), 60, "an infrastructure error", agent)
+            failed_for_a_full_disk(echo_submitted(huge), agent)
             assert "cannot fit on the cache's disk even when empty" in agent.logs()
-            fits = submission_submit(user=UserFactory(), problem_id=small.pk, language="python", code=ECHO_FIRST_LINE)
+            fits = echo_submitted(small)
             wait_for(lambda: terminal(fits), 60, "the next job judged", agent)
             fits.refresh_from_db()
             assert fits.verdict == "AC"
