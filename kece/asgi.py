@@ -11,16 +11,21 @@
   run start to finish on a lane of warm threads (`kece.lanes`): what users touch on one,
   what administrators touch on another, so neither queues behind the other.
 - `/metrics` (Prometheus) is served bare too (`kece.metrics_endpoint`), and every request's
-  time is recorded here, by the URL pattern its handler resolved (`kece.metrics`).
+  time is recorded here, by the URL pattern its handler resolved (`kece.metrics`); so are
+  the probes, `/livez` by the event loop itself and `/readyz` on a thread of its own, never
+  queued behind requests.
 - Lifespan: the node-change subscription starts with the server, and the drain on
   SIGTERM (`kece.health`) is put in front of uvicorn's; in the embedded default the
   in-process scheduler starts and stops with it.
 - Every HTTP request has an id (`with_request_id`) on its log lines and in its answer.
 """
 
+import asyncio
+import json
 import os
 import re
 import time
+from urllib.parse import parse_qs
 
 from django.core.asgi import get_asgi_application
 
@@ -175,10 +180,15 @@ async def _route(scope, receive, send):
         scope[ROUTE_KEY] = LIVEZ_PATH.lstrip("/")
         await _alive(scope, send)
         return
+    if path == READYZ_PATH and scope.get("method") in ("GET", "HEAD"):
+        scope[ROUTE_KEY] = READYZ_PATH.lstrip("/")
+        await _ready(scope, send)
+        return
     await django_application(scope, receive, send)
 
 
 LIVEZ_PATH = "/livez"
+READYZ_PATH = "/readyz"
 
 
 async def _alive(scope, send):
@@ -191,6 +201,21 @@ async def _alive(scope, send):
         (b"content-type", b"text/plain"), (b"cache-control", b"no-store"),
         (b"content-length", str(len(ALIVE)).encode())]})
     await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else ALIVE})
+
+
+async def _ready(scope, send):
+    """Readiness on a thread of its own (`kece.views.ready` answers the same): its checks
+    open their own connections with their own deadlines, and need no lane. Queued behind a
+    user lane that a burst or a slow database keeps busy, the probe would time out, and the
+    load balancer would take a process that is merely busy out of service, sending its
+    load to the others."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    status, body = await asyncio.to_thread(health.answer, verbose="verbose" in query)
+    content = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"cache-control", b"no-store"),
+        (b"content-length", str(len(content)).encode())]})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else content})
 
 
 async def route_http(scope, receive, send):

@@ -127,6 +127,18 @@ def readiness() -> tuple[int, dict, list[dict]]:
     return 200, {"status": "degraded" if failed else "ok", "failed": failed}, checks
 
 
+def answer(*, verbose: bool) -> tuple[int, dict]:
+    """`/readyz`'s status and body; with `verbose`, each check with its status and time, and
+    the claims waiting in this process. Not being ready is said at WARNING, naming what
+    failed, once a probe (draining was said once, as it began)."""
+    status, body, checks = readiness()
+    if body["status"] == "unavailable":
+        logger.warning("not ready", extra={"failed": body["failed"]})
+    if verbose:
+        body = {**body, "checks": checks, "longPolls": long_polls()}
+    return status, body
+
+
 def _result(name: str, failure: str | None, seconds: float, critical: bool = True) -> dict:
     return {"name": name, "status": "ok" if failure is None else "failed", "critical": critical,
             "error": failure, "ms": round(seconds * 1000, 1)}

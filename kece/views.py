@@ -1,5 +1,4 @@
 import functools
-import logging
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
@@ -22,7 +21,6 @@ from kece.permissions import can_manage_judgers, pages_for
 from kece.schema import PartialSchemaGenerator, every_operation, node_operations, public_and_user_operations
 from kece.tokens import TokenAuthentication
 
-logger = logging.getLogger("kece.health")
 
 
 def _is_api(request) -> bool:
@@ -81,11 +79,7 @@ def ready(request):
     database or its migrations are not there, or while the process drains; 200, `degraded`,
     without Redis. `?verbose` adds each check with its status and time, and the claims waiting in
     this process."""
-    status, body, checks = health.readiness()
-    if body["status"] == "unavailable":  # draining was said once, as it began
-        logger.warning("not ready", extra={"failed": body["failed"]})
-    if "verbose" in request.GET:
-        body = {**body, "checks": checks, "longPolls": health.long_polls()}
+    status, body = health.answer(verbose="verbose" in request.GET)
     return JsonResponse(body, status=status, headers={"Cache-Control": "no-store"})
 
 

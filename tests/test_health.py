@@ -456,10 +456,10 @@ def test_with_its_mariadb_paused_requests_answer_503_at_once_and_their_retries_l
     assert node.result(job["jobId"], result).json()["status"] == "duplicate"
 
 
-def test_liveness_answers_while_every_user_thread_waits(settings):
-    """Each user-lane thread held (a stalled database holds them up to its read timeout, a
-    burst queues on them): the liveness probe does not queue behind them, or its timeout
-    would make the supervisor restart a process that is alive."""
+def _with_every_user_thread_held(settings, *paths):
+    """The answers to GETs of `paths` and a HEAD of the first, through the ASGI application,
+    while each user-lane thread is held (a stalled database holds them up to its read
+    timeout, a burst queues on them)."""
     import asyncio
     import threading
 
@@ -476,14 +476,35 @@ def test_liveness_answers_while_every_user_thread_waits(settings):
             transport = httpx.ASGITransport(app=application)
             async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
                 # The bound only ends a test that would otherwise wait for ever.
-                answer = await asyncio.wait_for(client.get("/livez"), 30)
-                head = await asyncio.wait_for(client.head("/livez"), 30)
+                answers = [await asyncio.wait_for(client.get(path), 30) for path in paths]
+                head = await asyncio.wait_for(client.head(paths[0]), 30)
             assert not any(task.done() for task in held), "the lane was not held throughout"
-            return answer, head
+            return answers, head
         finally:
             release.set()
             await asyncio.gather(*held)
 
-    answer, head = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_liveness_answers_while_every_user_thread_waits(settings):
+    """The liveness probe does not queue behind a busy user lane, or its timeout would make
+    the supervisor restart a process that is alive."""
+    (answer,), head = _with_every_user_thread_held(settings, "/livez")
     assert (answer.status_code, answer.text, answer.headers["Cache-Control"]) == (200, "ok\n", "no-store")
+    assert (head.status_code, head.content) == (200, b"")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readiness_answers_while_every_user_thread_waits(settings, redis_of_our_own):
+    """Nor does the readiness probe: timing out behind a burst, it would have the load
+    balancer take a process that is only busy out of service and pile its load on the
+    others. It answers as the view does, checks and all."""
+    (verbose, plain), head = _with_every_user_thread_held(settings, "/readyz?verbose", "/readyz")
+    assert (verbose.status_code, verbose.headers["Cache-Control"]) == (200, "no-store")
+    body = verbose.json()
+    assert (body["status"], body["failed"], body["longPolls"]) == ("ok", [], 0)
+    assert {check["name"]: check["status"] for check in body["checks"]} == \
+        {"database": "ok", "migrations": "ok", "redis": "ok"}
+    assert (plain.status_code, plain.json()) == (200, {"status": "ok", "failed": []})
     assert (head.status_code, head.content) == (200, b"")
