@@ -93,11 +93,17 @@ def awaiting_hand_in():
 
 
 def rejudge_locked(submission, *, now, priority_class: str | None = None) -> JudgeJob:
-    """`submission_rejudge` on a submission the caller has locked (and found live)."""
+    """`submission_rejudge` on a submission the caller has locked (and found live).
+    `priority_class`: the new job's, for work that was done (a bulk rejudge's backlog); a
+    job still waiting or running is replaced in its own class, or an exam answer being
+    judged would lose its turn, and its owner's active work would stop counting where its
+    class counts (the caps, the fair share, the backlog)."""
     old = lock_job(submission.current_judge_job_id) if submission.current_judge_job_id else None
-    if old is not None and old.state in JobState.ACTIVE:
+    active = old is not None and old.state in JobState.ACTIVE
+    if active:
         outcomes.cancel(old, now=now, reason="superseded")
-    priority_class = priority_class or (old.priority_class if old else PriorityClass.PRACTICE)
+    if active or priority_class is None:
+        priority_class = old.priority_class if old else PriorityClass.PRACTICE
     return queue_generation(submission, generation=(old.generation if old else 0) + 1, now=now,
                             priority_class=priority_class)
 

@@ -206,3 +206,42 @@ def test_oi_work_awaiting_its_hand_in_is_left_to_the_hand_in(problem, unlimited_
     [job] = JudgeJob.objects.all()
     assert (job.submission_id, job.priority_class) == (last.pk, PriorityClass.EXAM)
     assert Submission.objects.get(pk=first.pk).current_judge_job_id is None
+
+
+def test_work_still_waiting_or_running_is_replaced_in_its_own_class(problem, unlimited_submits):
+    """A bulk rejudge during an ACM exam: the answer being judged and the one waiting are
+    judged again at exam class, ahead of the practice queue, and still count against the
+    participant's caps; the practice submission still waiting keeps its class too. Only
+    work already done goes to the rejudge backlog."""
+    from judging.pressure import exam_rank
+    from tests.factories import make_exam
+
+    taker, student = UserFactory(), UserFactory()
+    node, identity = make_node(pool="python", max_slots=1)
+    now = timezone.now()
+    # Practice work from before the exam, which holds the problem for its participants only.
+    done = submit(student, problem, now=now)
+    [first_job] = claim(identity, now=now)
+    assert settle(identity, judged(first_job), now=now) == "settled"
+    practice = submit(student, problem, now=now)
+    exam = make_exam(problem, mode="ACM", participants=[taker])
+    running = submit(taker, problem, exam_id=exam.pk, now=now)
+    [running_job] = claim(identity, now=now)
+    assert running_job.submission_id == running.pk, "exam work first"
+    waiting = submit(taker, problem, exam_id=exam.pk, now=now)
+    assert exam_rank(pool="python", user_id=taker.pk) == 2
+
+    operation = rejudge_request(selector={"problemId": problem.pk}, actor=None, now=now)
+    assert operation.total == 4
+    rejudges_advance(now=now)
+    assert JudgeJob.objects.get(pk=running_job.pk).state == JobState.CANCELLED
+
+    def new_class(submission):
+        submission.refresh_from_db()
+        job = JudgeJob.objects.get(pk=submission.current_judge_job_id)
+        assert (job.state, job.generation) == (JobState.QUEUED, 2)
+        return job.priority_class
+
+    assert [new_class(s) for s in (running, waiting, practice, done)] == \
+        [PriorityClass.EXAM, PriorityClass.EXAM, PriorityClass.PRACTICE, PriorityClass.REJUDGE]
+    assert exam_rank(pool="python", user_id=taker.pk) == 2, "the participant's active exam work, counted"
