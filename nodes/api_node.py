@@ -1,7 +1,10 @@
 """The node API for a node's own life (`/api/v1/internal/judgers/join`, `session`,
 `heartbeat`): thin views over `nodes.services`."""
 
+import logging
+
 from django.conf import settings
+from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
@@ -15,6 +18,8 @@ from kece.api import ContractView, iso, validated
 from kece.schema import errors
 from nodes.services import PROTOCOL_VERSION, AgentReport, HeartbeatReport, node_heartbeat, node_join, \
     node_session_open
+
+logger = logging.getLogger("kece.node_api")
 
 
 def timings() -> dict:
@@ -32,7 +37,21 @@ def _report(data) -> AgentReport:
 
 
 class JoinThrottle(SimpleRateThrottle):
+    """Joins per client address, counted in the shared cache; while it cannot be reached, in
+    this process's memory. The cache holds hints: a Redis outage must not stop nodes from
+    joining (or finishing a credential rotation), and guesses at a code stay limited."""
+
     scope = "join"
+    _in_process = LocMemCache("kece-join-throttle", {})
+
+    def allow_request(self, request, view):
+        try:
+            return super().allow_request(request, view)
+        except Exception as error:  # noqa: BLE001 - whatever the cache's client raises
+            logger.warning("joins counted in this process: the cache cannot be reached",
+                           extra={"error": type(error).__name__})
+            self.cache = self._in_process
+            return super().allow_request(request, view)
 
     def get_rate(self):
         return settings.KECE_JOIN_THROTTLE

@@ -47,3 +47,19 @@ def test_a_body_over_one_mebibyte_is_413(client):
     response = client.post(JOIN, {**BODY, "agentVersion": "x" * (1024 * 1024 + 10)},
                            content_type="application/json")
     assert (response.status_code, response.json()["error"]) == (413, "too_large")
+
+
+def test_with_the_cache_unreachable_joins_are_answered_and_still_throttled(client, settings, caplog):
+    """Redis away: a join is answered as ever (here 401, a code that does not exist), not
+    503, and the address is still held to its rate, in the process's memory meanwhile."""
+    from tests.live import free_port
+
+    settings.CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+                                   "OPTIONS": dict(settings.CACHE_LINK_OPTIONS)}}
+    settings.KECE_JOIN_THROTTLE = "3/min"
+    answers = [client.post(JOIN, BODY, content_type="application/json", REMOTE_ADDR="192.0.2.77")
+               for _ in range(4)]
+    assert [a.status_code for a in answers] == [401, 401, 401, 429]
+    assert answers[-1].json()["error"] == "throttled"
+    assert "joins counted in this process: the cache cannot be reached" in caplog.text
