@@ -184,13 +184,16 @@ class ResultIn(serializers.Serializer):
     compileOutput = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
     cases = CaseResultIn(many=True, required=False, default=list, max_length=100000)
     checks = CheckItemIn(many=True, required=False, default=list, max_length=200)
-    error = serializers.CharField(max_length=64, required=False, default="")
+    # Empty or null is no error: what an agent that sends every field posts for a JUDGED or
+    # RELEASED outcome.
+    error = serializers.CharField(max_length=64, required=False, default="", allow_blank=True, allow_null=True)
     message = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
     claim = NextClaimIn(required=False, help_text=(
         "Optional: once the result is accepted, lease up to freeSlots more jobs without waiting and return them "
         "in `jobs` — the node's next claim, carried on this request. Usually 1: the slot this job frees."))
 
     def validate(self, data):
+        data["error"] = data.get("error") or ""
         if data["outcome"] == "JUDGED":
             missing = [f for f in ("verdict", "score") if f not in data]
             if missing:
@@ -224,12 +227,12 @@ def result_in_fast(data) -> dict | None:
         return None
     out = {"leaseEpoch": data.get("leaseEpoch"), "outcome": data.get("outcome"), "timeMs": data.get("timeMs", 0),
            "memoryKb": data.get("memoryKb", 0), "compileOutput": data.get("compileOutput", ""),
-           "error": data.get("error", ""), "message": data.get("message", ""), "checks": []}
+           "error": data.get("error") or "", "message": data.get("message", ""), "checks": []}
     if not (_whole(out["leaseEpoch"], 0, 2**31) and out["outcome"] in OUTCOMES and type(out["outcome"]) is str
             and _whole(out["timeMs"], 0, 2**31) and _whole(out["memoryKb"], 0, 2**31)
             and _text(out["compileOutput"]) and _text(out["message"]) and _text(out["error"])
             and len(out["error"]) <= 64 and out["error"] == out["error"].strip()
-            and ("error" not in data or out["error"]) and data.get("checks", []) == []):
+            and data.get("error") in (None, "", out["error"]) and data.get("checks", []) == []):
         return None
     if "verdict" in data:
         if type(data["verdict"]) is not str or data["verdict"] not in VERDICTS:

@@ -252,6 +252,19 @@ def test_a_result_can_carry_the_next_claim_within_the_nodes_slots(server):
     assert JudgeJob.objects.filter(node_id=node.pk, state="RUNNING").count() == 2
 
 
+def test_an_agent_that_sends_every_field_gets_its_results_taken(server):
+    """A JUDGED or RELEASED result with an empty or null `error` (an agent written from
+    API.md that serialises every field) is accepted, and the same result posted without
+    the field is the same result."""
+    node, agent, (first, second, third) = _busy_python_node(server, slots=3, queued=0)
+    assert agent.result(first["jobId"], _judged_body(first, error="")).json() == {"status": "settled"}
+    assert agent.result(first["jobId"], _judged_body(first)).json() == {"status": "duplicate"}
+    assert agent.result(second["jobId"], _judged_body(second, error=None)).json() == {"status": "settled"}
+    released = {"leaseEpoch": third["leaseEpoch"], "outcome": "RELEASED", "error": "", "message": ""}
+    assert agent.result(third["jobId"], released).json() == {"status": "requeued"}
+    assert JudgeJob.objects.get(pk=third["jobId"]).state == "QUEUED"
+
+
 def test_a_result_posted_again_after_its_answer_was_lost_gets_the_same_jobs(server):
     node, agent, [job] = _busy_python_node(server, slots=1, queued=2)
     body = _judged_body(job, claim={"freeSlots": 1})

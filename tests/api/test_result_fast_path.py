@@ -41,6 +41,8 @@ def bodies(draw, broken=True):
     elif outcome == "INFRA_ERROR":
         body.update(error=draw(st.sampled_from(["sandbox", "artifact_missing", "x" * 64])),
                     message=draw(clean_text if not broken else st.text(max_size=20)))
+    if outcome != "INFRA_ERROR" and draw(st.booleans()):
+        body["error"] = draw(st.sampled_from(["", None]))  # an agent that sends every field
     if draw(st.booleans()):
         body["claim"] = {"freeSlots": draw(st.integers(0, 1024))}
         if draw(st.booleans()):
