@@ -20,6 +20,7 @@ from judging.locking import lock_host_group, lock_node
 from judging.services.leases import release_node_leases
 from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
+from kece.api import iso
 from kece.errors import InvalidJoinCode, Invalid, NotFound, NotVerified, RevisionConflict, Unauthenticated
 from nodes.models import (
     DesiredState, HostGroupStatus, JoinCode, JudgeHostGroup, JudgeNode, NodeAudit, self_check_passed_for_current_config,
@@ -76,7 +77,7 @@ def node_issue_join_code(*, node_id: int, actor, now, action: str = "join_code")
         if node is None:
             raise NotFound()
         issued = _issue_join_code(node, actor=actor, now=now)
-        audit(node=node, actor=actor, action=action, before={}, after={"joinCodeExpiresAt": issued.expires_at.isoformat()},
+        audit(node=node, actor=actor, action=action, before={}, after={"joinCodeExpiresAt": iso(issued.expires_at)},
                revision=node.revision)
     return issued
 

@@ -283,6 +283,8 @@ def test_a_new_join_code_makes_every_earlier_code_stop_working(api, admin, group
     node = JudgeNode.objects.get(pk=first["id"])
     assert [a.action for a in audits(node)] == ["register", "join_code", "join_code"]
     assert all(a.actor == admin for a in audits(node))
+    # The audit trail writes the code's expiry as the contract writes every time.
+    assert audits(node)[-1].after == {"joinCodeExpiresAt": third.json()["joinCodeExpiresAt"]}
 
 
 # --- PATCH ---------------------------------------------------------------------------------------
