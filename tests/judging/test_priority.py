@@ -27,6 +27,7 @@ def _rejudge_backlog(problem, count, *, now):
     jobs = []
     for index in range(count):
         submission = submit(users[index % 8], problem, now=now - timedelta(days=1))
+        JudgeJob.objects.filter(pk=submission.current_judge_job_id).update(state=JobState.COMPLETED)
         jobs.append(submission_rejudge(submission_type="ALGO", submission_id=submission.pk, now=now,
                                        priority_class=PriorityClass.REJUDGE))
     return jobs

@@ -236,16 +236,22 @@ def _check_invariants(soak, students):
         latest[key] = max(latest[key], job.generation)
     jobs_by_id = {j.pk: j for j in jobs}
     # Every job sorts within the aging bound of when it became due, and every bulk item
-    # queued a REJUDGE generation of its own submission.
+    # queued a generation of its own submission: at REJUDGE class, or, when it replaced a
+    # job still waiting or running (cancelled by it, at its creation), in that job's class.
     from datetime import timedelta
     from django.conf import settings
 
     bound = timedelta(seconds=settings.KECE_MAX_CLASS_WAIT_S)
     assert all(j.available_at - bound <= j.claim_key <= j.available_at for j in jobs)
+    generations = {(j.submission_type, j.submission_id, j.generation): j for j in jobs}
     for item in RejudgeItem.objects.filter(job_id__isnull=False):
         job = jobs_by_id[item.job_id]
+        before = generations.get((job.submission_type, job.submission_id, job.generation - 1))
+        replaced_live = before is not None and before.state == JobState.CANCELLED \
+            and before.error == "superseded" and before.finished_at == job.created_at
         assert (job.submission_type, job.submission_id, job.priority_class) == (
-            item.submission_type, item.submission_id, PriorityClass.REJUDGE), item.pk
+            item.submission_type, item.submission_id,
+            before.priority_class if replaced_live else PriorityClass.REJUDGE), item.pk
     for submission_type, model in SUBMISSION_MODELS.items():
         for submission in model.objects.all():
             if submission.current_judge_job_id is None:
