@@ -7,6 +7,7 @@ from django.utils.translation import gettext, gettext_lazy as _
 
 from judging.models import Verdict
 from judging.priority import FAIR_SHARE
+from judging.services.exams import NOT_JUDGED
 
 VERDICT_WORDS = {
     "AC": _("Accepted"), "WA": _("Wrong answer"), "TLE": _("Time limit exceeded"),
@@ -46,7 +47,7 @@ def status_words(status: str, wait_reason: str | None = None, *, runtime: str = 
         if wait_reason == "backoff":
             return gettext("Waiting to be judged again (a judge failed; retrying shortly)")
         if wait_reason == "hand_in":
-            return gettext("Saved: it is judged when the exam is handed in")
+            return gettext("Saved: your last submission of each problem is judged when the exam is handed in")
         if wait_reason == "unpublished":
             return gettext("Handed in: the result is shown once the exam's results are published")
         if wait_reason == FAIR_SHARE:
@@ -62,6 +63,8 @@ def status_words(status: str, wait_reason: str | None = None, *, runtime: str = 
         if testcase and cases_total:
             return gettext("Judging case %(k)d of %(n)d") % {"k": testcase, "n": cases_total}
         return gettext("Judging")
+    if status == "CANCELLED" and wait_reason == NOT_JUDGED:
+        return gettext("Not judged: a later submission of this problem was the one judged")
     return str(VERDICT_WORDS.get(status, status))
 
 

@@ -17,7 +17,7 @@ from judging import artifacts, display, visibility
 from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
 from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
-from judging.services.exams import hidden_wait
+from judging.services.exams import held_status, hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
@@ -170,7 +170,7 @@ HIDDEN_POLL_S = 30
 def _live(submission, *, now, viewer) -> dict:
     job, status, wait_reason = submission_state(submission, now=now)
     if (hidden := hidden_wait(submission, viewer)) is not None:
-        status, wait_reason = "PENDING", hidden
+        status, wait_reason = held_status(hidden), hidden
     cases_total = len((job.snapshot or {}).get("cases") or []) if job else 0
     final = display.is_final(status)
     return {

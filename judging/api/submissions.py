@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from judging.models import SUBMISSION_MODELS, Verdict
 from judging.selectors import submission_state
-from judging.services.exams import hidden_wait
+from judging.services.exams import held_status, hidden_wait
 from judging.services.idempotency import checked_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.api import ContractView, validated
@@ -116,9 +116,12 @@ def submission_json(submission, *, now, shown=None) -> dict:
 
 
 def unpublished_json(submission, waiting: str) -> dict:
-    """An OI exam's submission before its results are published: waiting, whatever its job did."""
-    return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": "PENDING",
-            "waitReason": waiting, "verdict": None, "score": None, "timeMs": None, "memoryKb": None, "cases": []}
+    """An OI exam's submission before its results are published: waiting, whatever its job did
+    (or CANCELLED, one its hand-in did not judge)."""
+    status = held_status(waiting)
+    return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": status,
+            "waitReason": waiting if status == "PENDING" else None, "verdict": None, "score": None, "timeMs": None,
+            "memoryKb": None, "cases": []}
 
 
 def visible_json(submission, user, *, now) -> dict:

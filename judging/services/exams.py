@@ -390,18 +390,33 @@ def objective_shown(exam, viewer, *, now) -> bool:
     return can_manage_exams(viewer) or (now >= exam.ends_at and results_visible(exam))
 
 
+NOT_JUDGED = "not_judged"
+
+
 def hidden_wait(submission, viewer) -> str | None:
     """Why an exam submission's result is not shown to `viewer` yet (its `waitReason`), or
-    None: an OI submission waits for the hand-in, then (except for admins) for publishing."""
+    None: an OI submission waits for the hand-in, then (except for admins) for publishing.
+    `NOT_JUDGED`: the hand-in came and did not judge it (a later submission of its problem
+    was the last), nor will anything (`held_status`)."""
     from kece.permissions import can_manage_judgers
 
     if not submission.exam_id:
         return None
     if submission.current_judge_job_id is None:
-        return "hand_in"
+        # The hand-in queues every last submission in its transaction: after it, one without
+        # a job is one it passed over.
+        handed_in = ExamParticipant.objects.filter(
+            exam_id=submission.exam_id, user_id=submission.user_id, handed_in_at__isnull=False).exists()
+        return NOT_JUDGED if handed_in else "hand_in"
     if can_manage_judgers(viewer) or results_visible(submission.exam):
         return None
     return "unpublished"
+
+
+def held_status(hidden: str) -> str:
+    """The status a submission held by its exam (`hidden_wait`) shows: PENDING while it
+    waits, CANCELLED once it will never be judged."""
+    return "CANCELLED" if hidden == NOT_JUDGED else "PENDING"
 
 
 def delete_submissions(*, now, **link) -> None:

@@ -79,13 +79,18 @@ def test_an_oi_exam_through_the_api(api, student, problem):
     assert view["state"] == "OPEN" and [p["points"] for p in view["problems"]] == [60]
     [question] = view["questions"]
     assert send(api, "PUT", f"{base}/answers/{question['questionId']}", {"choices": [1]}).status_code == 200
+    replaced = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(0)", "examId": exam["id"]})
     submitted = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(1)", "examId": exam["id"]})
-    assert submitted.status_code == 202
+    assert replaced.status_code == submitted.status_code == 202
     status = api.get(f"{SUBMIT}/ALGO/{submitted.json()['submissionId']}").json()
     assert (status["status"], status["waitReason"]) == ("PENDING", "hand_in")
+    replaced = f"{SUBMIT}/ALGO/{replaced.json()['submissionId']}"
+    assert (api.get(replaced).json()["status"], api.get(replaced).json()["waitReason"]) == ("PENDING", "hand_in")
 
     hand_ins = [send(api, "POST", f"{base}/hand-in").json() for _ in range(3)]
     assert hand_ins[0]["jobs"] == 1 and hand_ins.count(hand_ins[0]) == 3
+    # The hand-in judges the last submission of the problem; the one before, never.
+    assert (api.get(replaced).json()["status"], api.get(replaced).json()["waitReason"]) == ("CANCELLED", None)
     assert api.get(base).json()["state"] == "HANDED_IN"
     refused = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(2)", "examId": exam["id"]})
     assert error_of(refused) == (409, "exam_closed")

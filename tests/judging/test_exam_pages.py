@@ -34,11 +34,13 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     assert "Answer saved." in signed_in.get(f"/exams/{exam.pk}").content.decode()  # said once, after the save
     form = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
     assert f'name="exam" value="{exam.pk}"' in form
-    response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
-    assert response.status_code == 302
-    submission = Submission.objects.get()
+    for code in ("print(0)", "print(1)"):
+        response = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": code, "exam": exam.pk})
+        assert response.status_code == 302
+    replaced, submission = Submission.objects.order_by("id")
     assert submission.exam_id == exam.pk and submission.current_judge_job_id is None
-    assert "judged when the exam is handed in" in signed_in.get("/submissions").content.decode()
+    assert signed_in.get("/submissions").content.decode().count(
+        "your last submission of each problem is judged when the exam is handed in") == 2
 
     unconfirmed = signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in"})
     assert unconfirmed.status_code == 400 and "Nothing was handed in" in unconfirmed.content.decode()
@@ -48,6 +50,9 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     assert signed_in.post(f"/exams/{exam.pk}", {"action": "hand-in", "confirm": "yes"}).status_code == 302, \
         "the same again"
     assert ExamParticipant.objects.get().objective_score == 10
+    passed_over = "Not judged: a later submission of this problem was the one judged"
+    assert passed_over in signed_in.get(f"/submissions/ALGO/{replaced.pk}").content.decode()
+    assert signed_in.get("/submissions").content.decode().count(passed_over) == 1
     [job] = claim(identity)
     settle(identity, judged(job))
     page = signed_in.get(f"/exams/{exam.pk}").content.decode()
