@@ -249,6 +249,8 @@ def heartbeat_is_fresh(node, *, now) -> bool:
 
 
 def _enable_gate(node, *, now) -> None:
+    if node.revoked_at is not None:
+        raise NotVerified("The node was revoked: rotate its credential and let it join again before enabling it.")
     if not heartbeat_is_fresh(node, now=now) or not node.session_open:
         raise NotVerified("The node has no fresh heartbeat.")
     if not self_check_passed_for_current_config(node):
@@ -326,11 +328,14 @@ def node_drain(*, node_id: int, actor, now) -> JudgeNode:
 
 
 def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
-    """Immediately: credential dead, session closed, leases released, state DISABLED."""
+    """Immediately: credential dead, session closed, leases released, state DISABLED. A node
+    already revoked is answered as it is: nothing of it is left to revoke."""
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
         if node is None:
             raise NotFound()
+        if node.revoked_at is not None:
+            return node
         before = _node_fields(node, AUDITED_FIELDS)
         released = release_node_leases(node, now=now, reason="node_revoked")
         node.credential_digest = None

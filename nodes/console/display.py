@@ -118,8 +118,10 @@ def self_check_words(node, *, running: bool) -> tuple[str, str]:
 
 
 def reason(node, observed: str) -> str:
-    """Why a node is not taking work: the server's quarantine reason (what the node did),
-    else what its heartbeat and self-check say."""
+    """Why a node is not taking work: revoked, the server's quarantine reason (what the node
+    did), else what its heartbeat and self-check say."""
+    if node.revoked_at is not None:
+        return _("Revoked: its credential no longer works. Rotate its credential to let it join again.")
     if node.quarantined_at is not None:
         return _("Quarantined by the server: %(reason)s") % {"reason": node.quarantine_reason}
     if observed == ObservedState.OFFLINE:
@@ -141,7 +143,8 @@ def node_row(node, *, now, running_check: bool, host_group_name: str) -> dict:
     check_words, check_icon = self_check_words(node, running=running_check)
     return {
         "node": node, "observed": observed, "observed_words": words, "observed_icon": icon,
-        "config_words": CONFIG_WORDS.get(node.desired_state, node.desired_state), "running": node.running,
+        "config_words": _("Revoked") if node.revoked_at is not None else
+        CONFIG_WORDS.get(node.desired_state, node.desired_state), "running": node.running,
         "heartbeat_ago": ago(node.last_heartbeat_at, now=now), "check_words": check_words, "check_icon": check_icon,
         "reason": reason(node, observed), "pool_label": POOLS[node.pool].label, "host_group": host_group_name,
     }

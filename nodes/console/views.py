@@ -81,6 +81,9 @@ def _refusal(exc: DomainError, *, node=None) -> str:
                 "node": name, "who": last.actor_name or _("the system"),
                 "time": timezone.localtime(last.created_at).strftime("%H:%M")}
         return _("%(node)s was changed meanwhile — reload to see the change.") % {"node": name}
+    if isinstance(exc, NotVerified) and node is not None and node.revoked_at is not None:
+        return _("%(node)s was revoked: rotate its credential and let it join again, then check and enable "
+                 "it.") % {"node": name}
     if isinstance(exc, NotVerified):
         return _("%(node)s cannot be enabled yet: it needs a fresh heartbeat and a passing self-check for "
                  "its current configuration.") % {"node": name}

@@ -233,6 +233,32 @@ def test_revoking_needs_a_reason(admin, node_a):
     assert NodeAudit.objects.get(node=node, action="revoke").after["reason"] == "disk failing"
 
 
+def test_a_revoked_node_says_so_and_offers_only_what_brings_it_back(admin, node_a):
+    """Revoked, a node is not shown as merely disabled: its state and reason say revoked and
+    how to re-admit it; its menu offers the credential rotation and the edit, not a check,
+    an enable or a second revoke, and an enable posted anyway says what to do instead. A
+    second revoke changes nothing."""
+    node, _ = node_a
+    admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": node.revision, "reason": "disk failing"})
+    node.refresh_from_db()
+    revision = node.revision
+    page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    assert '<dd class="config">Revoked</dd>' in page
+    assert "Revoked: its credential no longer works. Rotate its credential to let it join again." in page
+    menu = page[page.index('<details class="actions-menu">'):]
+    menu = menu[:menu.index("</details>")]
+    assert [action for action in ("check", "enable", "drain", "disable", "edit", "rotate", "revoke")
+            if f"/admin/judgers/{node.pk}/{action}\"" in menu] == ["edit", "rotate"]
+    assert '<td class="config">Revoked</td>' in admin.get("/admin/judgers").content.decode()
+    refused = admin.post(f"/admin/judgers/{node.pk}/enable", {"revision": revision})
+    assert refused.status_code == 400
+    assert "node-a was revoked: rotate its credential and let it join again, then check and enable it." in \
+        refused.content.decode()
+    admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": revision, "reason": "again"})
+    node.refresh_from_db()
+    assert node.revision == revision and NodeAudit.objects.filter(node=node, action="revoke").count() == 1
+
+
 def test_enabling_an_unchecked_node_is_refused_in_a_sentence(admin):
     node, _ = make_node(pool="python", name="fresh", desired_state=DesiredState.PENDING_VERIFICATION)
     page = admin.post(f"/admin/judgers/{node.pk}/enable", {"revision": node.revision}).content.decode()
