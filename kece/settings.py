@@ -67,6 +67,7 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_FAILURE_VIEW = "kece.views.csrf_failure"
 # Outside development the site is served over HTTPS only (deploy/compose/nginx.conf), so the
 # session and CSRF cookies never travel in clear. uvicorn --proxy-headers takes the scheme
 # from the proxy's X-Forwarded-Proto; Django itself trusts no such header from a client.

@@ -55,6 +55,18 @@ def forbidden(request, exception=None):
     return _error(request, 403, "forbidden", "You may not do this.", "Forbidden")
 
 
+def csrf_failure(request, reason=""):
+    """A form sent without its valid token, most often from a page left open until its
+    session expired: say in the visitor's language that nothing was sent, and how to send
+    it again (Django's own page is English, and says nothing of the form)."""
+    if _is_api(request):
+        return _error(request, 403, "forbidden", "CSRF check failed: send the form's token, or authenticate "
+                                                 "with a token.", "Forbidden")
+    return _error_page(request, 403, _("The form had expired"),
+                       _("Nothing was sent or saved: the page was open too long, or you signed in or out "
+                         "meanwhile. Go back, reload the page and send it again."))
+
+
 # Exempt: routing comes before authentication (API.md), so an unknown API path is a 404 in
 # the envelope for every method; without this the CSRF middleware answers an unsafe
 # request to it with Django's HTML 403 page first.

@@ -2,7 +2,7 @@
 the impact of an action — computed from the same figures as the admin API
 (`nodes.selectors.pool_figures`)."""
 
-from django.utils.translation import gettext as _, gettext_lazy, ngettext
+from django.utils.translation import gettext as _, gettext_lazy, ngettext, pgettext
 
 from judging.console.display import add_slots_words, figure, sentences, window_words
 from nodes.models import self_check_passed_for_current_config
@@ -233,7 +233,8 @@ def impact(action: str, *, node, figures: dict, counts_ready: bool, last_attempt
         if ready_after == 0 and waiting:
             parts.append(ngettext("%(n)d waiting submission will wait", "%(n)d waiting submissions will wait",
                                   waiting) % {"n": waiting})
-        return "; ".join(parts) + "."
+        # Joined and ended as the language punctuates a sentence.
+        return _("%(sentence)s.") % {"sentence": pgettext("between the parts of a sentence", "; ").join(parts)}
     if action == "enable":
         after = figures["readyNodes"] + (0 if counts_ready else 1)
         return ngettext("Enabling %(node)s gives %(pool)s %(n)d ready node.",

@@ -124,7 +124,8 @@ def test_a_compile_error_shows_no_time_or_memory_it_never_used(signed_in, studen
     live = signed_in.get(f"/submissions/ALGO/{compiled.pk}/live").content.decode()
     assert re.search(r'<dd class="time">—</dd>\s*<dt>[^<]*</dt><dd class="memory">—</dd>', live), live
     page = signed_in.get(f"/submissions/ALGO/{compiled.pk}").content.decode()
-    assert f"<h1>Submission ALGO {compiled.pk}</h1>" in page  # as the lists name it
+    assert f"<h1>Submission: Program {compiled.pk}</h1>" in page  # as the lists name it
+    assert f">Program {compiled.pk}</a>" in signed_in.get("/submissions").content.decode()
     assert '<dd class="submitted-for">practice on your own</dd>' in page
     ran = submit(student, problem)
     [job] = claim(identity)
@@ -171,6 +172,9 @@ def test_pages_are_in_chinese_for_a_chinese_browser(client, problem):
     snapshot.refresh_step()
     page = client.get("/", HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9").content.decode()
     assert "评测服务状态" in page and '<html lang="zh-hans">' in page
+    # Each language in its own words, so that a reader of either finds their own.
+    assert '<option value="en" lang="en">English</option>' in page
+    assert '<option value="zh-hans" lang="zh-hans" selected>简体中文</option>' in page
     page = client.get(f"/problems/{problem.pk}", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
     assert "时间限制" in page
 
@@ -179,6 +183,25 @@ def test_the_language_switch_remembers_the_choice(client):
     response = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/problems"})
     assert response.status_code == 302 and response["Location"] == "/problems"
     assert "题目" in client.get("/problems").content.decode()
+
+
+def test_a_form_sent_without_its_token_says_nothing_was_sent_in_the_visitors_language(student, problem):
+    """A submit from a page left open past its session (no valid CSRF token): refused, in the
+    site's layout and the visitor's language, saying nothing was sent and what to do."""
+    from django.test import Client
+
+    from judging.models import Submission
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(student)
+    refused = browser.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)"},
+                           HTTP_ACCEPT_LANGUAGE="zh-CN")
+    page = refused.content.decode()
+    assert refused.status_code == 403 and '<html lang="zh-hans">' in page
+    assert "表单已过期" in page and "没有发送或保存任何内容" in page
+    assert not Submission.objects.exists()
+    english = browser.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)"}).content.decode()
+    assert "Nothing was sent or saved" in english and 'href="/"' in english
 
 
 def test_the_chinese_catalogue_is_complete_and_compiled(tmp_path, settings):

@@ -186,6 +186,10 @@ def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, 
     page = admin.get(f"/admin/judgers/{node.pk}/disable").content.decode()
     assert ("Disabling python-2 leaves Python with no ready node; its 3 running jobs will finish; "
             "2 waiting submissions will wait.") in page
+    # In Chinese, the sentences the page puts together end and join as Chinese does.
+    page = admin.get(f"/admin/judgers/{node.pk}/disable", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    assert "停用 python-2 后 Python 将没有就绪节点；其 3 个运行中的任务会完成；2 个等待中的提交将继续等待。" in page
+    assert "当前：就绪，运行中 3 / 4。" in page
     # A revoke requeues them, but one on its last attempt would end as a system error: said so.
     JudgeJob.objects.filter(pk=JudgeJob.objects.filter(node_id=node.pk).order_by("id")[0].pk).update(
         attempts=settings.KECE_MAX_ATTEMPTS)
