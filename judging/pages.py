@@ -17,7 +17,7 @@ from judging import artifacts, display, visibility
 from judging.markdown import render_statement
 from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
 from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
-from judging.services.exams import held_status, hidden_wait
+from judging.services.exams import closed_to, held_status, hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
@@ -81,6 +81,8 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
         "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
+        # An exam not open to the student: said before they write anything, not after.
+        "exam_closed": closed_to(_exam_id(request), request.user, now=timezone.now()) if _exam_id(request) else None,
         "practice": None if _exam_id(request) else _practice(request, problem),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }

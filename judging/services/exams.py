@@ -72,6 +72,17 @@ _REFUSALS = {
 }
 
 
+def closed_to(exam_id: int, user, *, now) -> str | None:
+    """Why the exam takes no submission from `user` now (not started, handed in, ended), in
+    their language; None while it does, or when it is not theirs (the submit says so)."""
+    participant = ExamParticipant.objects.filter(exam_id=exam_id, user=user, exam__deleted_at__isnull=True) \
+        .select_related("exam").first() if getattr(user, "is_authenticated", False) else None
+    if participant is None:
+        return None
+    state = participant_state(participant.exam, participant, now=now)
+    return None if state == OPEN else str(_REFUSALS[state])
+
+
 def _require_open(exam, participant, *, now) -> None:
     require_agreeing_clock()  # an exam's window is a deadline too
     state = participant_state(exam, participant, now=now)

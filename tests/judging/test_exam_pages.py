@@ -130,6 +130,7 @@ def test_a_refusal_after_the_exam_ends_is_in_the_students_language(signed_in, st
     page = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk},
                           **zh).content.decode()
     assert "提交被拒绝：考试已结束，不再接受作答或提交。" in page
+    assert 'name="code"' in page and "print(1)" in page, "the refused code stays in the form"
     api = token_client(student)
     body = {"problemId": problem.pk, "language": "python", "code": "print(1)", "examId": exam.pk}
     english = api.post("/api/v1/submissions", body, content_type="application/json")
@@ -139,6 +140,28 @@ def test_a_refusal_after_the_exam_ends_is_in_the_students_language(signed_in, st
                               "detail": "The exam has ended; it takes no more answers or submissions."}
     assert chinese.json() == {"error": "exam_closed", "detail": "考试已结束，不再接受作答或提交。"}
     assert not Submission.objects.exists()
+
+
+def test_the_problem_page_of_an_exam_not_open_says_so_before_anything_is_written(signed_in, student, problem):
+    """Once the student has handed in, and after the exam ends, the problem page offers no
+    form to write into the exam, but says why, with the way back; while it is open, the form.
+    (Before the start the problem does not exist for them.)"""
+    from judging.models import Exam
+
+    exam = make_exam(problem, mode="ACM", participants=[student])
+    open_page = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
+    assert 'name="code"' in open_page and "This submission goes into the exam." in open_page
+
+    def closed(why):
+        page = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
+        assert why in page and f'href="/exams/{exam.pk}"' in page
+        assert 'name="code"' not in page and "This submission goes into the exam." not in page
+
+    ExamParticipant.objects.filter(exam=exam).update(handed_in_at=timezone.now())
+    closed("You have handed in this exam; it takes no more answers or submissions.")
+    ExamParticipant.objects.filter(exam=exam).update(handed_in_at=None)
+    Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    closed("The exam has ended; it takes no more answers or submissions.")
 
 
 def test_a_refused_answer_says_why_in_the_students_language(signed_in, student, problem):
