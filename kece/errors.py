@@ -16,9 +16,12 @@ class DomainError(Exception):
     default_detail = "The request is invalid."
     default_retry_after: int | None = None  # the contract pairs one with 429 and 503
 
-    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int | None = None):
+    def __init__(self, detail: str | None = None, *, fields: dict | None = None, retry_after: int | None = None,
+                 field_details: dict | None = None):
         self.detail = detail or self.default_detail
         self.fields = fields
+        # Each field's own sentence, when one error names several (`detail` joins them).
+        self.field_details = field_details or {}
         self.retry_after = self.default_retry_after if retry_after is None else retry_after
         super().__init__(self.detail)
 

@@ -225,14 +225,34 @@ def _host_group(host_group_id) -> JudgeHostGroup:
     return group
 
 
-def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now):
-    """A new node, pending verification, and its one-time join code (shown once)."""
+def _check_pool(pool) -> str:
     if pool not in POOLS:
         raise Invalid(f"pool must be one of {', '.join(POOLS)}.", fields={"pool": ["unknown pool"]})
-    name = _check_name(name)
-    max_slots = _check_slots(max_slots)
-    url = normalize_base_url(base_url)
-    group = _host_group(host_group_id)
+    return pool
+
+
+def _every_field(**checks) -> dict:
+    """Each field's checked value, or one Invalid naming every field refused (a form shows
+    each problem beside its field, not the first alone)."""
+    values, refusals = {}, []
+    for field, check in checks.items():
+        try:
+            values[field] = check()
+        except Invalid as refusal:
+            refusals.append(refusal)
+    if refusals:
+        raise Invalid(" ".join(r.detail for r in refusals),
+                      fields={k: v for r in refusals for k, v in (r.fields or {}).items()},
+                      field_details={k: r.detail for r in refusals for k in (r.fields or {})})
+    return values
+
+
+def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now):
+    """A new node, pending verification, and its one-time join code (shown once)."""
+    checked = _every_field(pool=lambda: _check_pool(pool), name=lambda: _check_name(name),
+                           max_slots=lambda: _check_slots(max_slots), url=lambda: normalize_base_url(base_url),
+                           group=lambda: _host_group(host_group_id))
+    name, max_slots, url, group = checked["name"], checked["max_slots"], checked["url"], checked["group"]
     if JudgeNode.objects.filter(name=name).exists():
         raise Invalid("A node with this name exists.", fields={"name": ["already taken"]})
     with name_taken_on_conflict(), transaction.atomic(durable=True):

@@ -89,21 +89,28 @@ def _refusal(exc: DomainError, *, node=None) -> str:
                  "its current configuration.") % {"node": name}
     if isinstance(exc, Busy):
         return _("A check is already running for %(node)s.") % {"node": name}
-    if isinstance(exc, Invalid):
-        fields = exc.fields or {}
-        if "already taken" in sum(fields.values(), []):
-            return _("That name is already taken.")
-        if "maxSlots" in fields:
-            return _("Max slots must be a whole number from 1 to %(n)d.") % {"n": MAX_SLOTS_LIMIT}
-        if "hostGroupId" in fields:
-            return _("Choose one of the host groups.")
-        if "pool" in fields:
-            return _("Choose one of the pools.")
-        if "baseUrl" in fields:
-            return _("The base URL was refused: %(reason)s") % {"reason": exc.detail}
-        if "name" in fields:
-            return _("The name must be 1 to 100 characters.")
+    if isinstance(exc, Invalid) and (errors := field_errors(exc)):
+        return next(iter(errors.values()))
     return _("That was refused: %(reason)s") % {"reason": exc.detail}
+
+
+# The form's field each of the service's field names is shown beside.
+FORM_FIELDS = {"name": "name", "pool": "pool", "baseUrl": "base_url", "hostGroupId": "host_group",
+               "maxSlots": "max_slots"}
+
+
+def field_errors(exc: Invalid) -> dict:
+    """Each refused field's problem, as a sentence an operator can act on, by form field."""
+    fields = exc.fields or {}
+    words = {
+        "name": _("That name is already taken.") if "already taken" in fields.get("name", [])
+        else _("The name must be 1 to 100 characters."),
+        "pool": _("Choose one of the pools."),
+        "baseUrl": _("The base URL was refused: %(reason)s") % {"reason": exc.field_details.get("baseUrl", exc.detail)},
+        "hostGroupId": _("Choose one of the host groups."),
+        "maxSlots": _("Max slots must be a whole number from 1 to %(n)d.") % {"n": MAX_SLOTS_LIMIT},
+    }
+    return {FORM_FIELDS[field]: words[field] for field in words if field in fields}
 
 
 # --- the fleet -------------------------------------------------------------------------------
@@ -255,8 +262,9 @@ def register(request):
         node, issued = node_register(name=form["name"], pool=form["pool"], base_url=form["base_url"],
                                      host_group_id=group, max_slots=slots, actor=request.user, now=timezone.now())
     except Invalid as exc:
-        return render(request, "nodes/console/register.html",
-                      _register_context(form=form, error=_refusal(exc)), status=400)
+        errors = field_errors(exc)
+        return render(request, "nodes/console/register.html", _register_context(
+            form=form, errors=errors, error="" if errors else _refusal(exc)), status=400)
     _show_code_once(request, node.pk, issued)
     live.hint(node.pool)
     return redirect("console-join", node_id=node.pk)

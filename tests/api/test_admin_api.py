@@ -256,6 +256,13 @@ def test_it_refuses_to_register_a_bad_node_and_writes_nothing(api, group, approv
     assert not JudgeNode.objects.exists() and not JoinCode.objects.exists() and not NodeAudit.objects.exists()
 
 
+def test_a_registration_wrong_in_several_fields_names_each(api, group, approved_networks):
+    response = register(api, group, pool="fortran", hostGroupId=999999, baseUrl="http://10.1.2.3:8443")
+    assert error_of(response) == (400, "invalid")
+    assert set(response.json()["fields"]) == {"pool", "hostGroupId", "baseUrl"}
+    assert not JudgeNode.objects.exists()
+
+
 def test_base_urls_are_held_to_the_configured_networks_not_the_debug_default(api, group, settings):
     settings.KECE_PROBE_ALLOWED_NETWORKS = ["10.0.0.0/8"]
     loopback = register(api, group, baseUrl="https://127.0.0.1:8443")

@@ -174,6 +174,25 @@ def test_a_refused_registration_says_why_in_a_sentence_and_keeps_the_form(admin)
     assert "That name is already taken." in _register(admin, max_slots="2").content.decode()
 
 
+def test_every_refused_field_is_named_beside_it_and_what_was_sent_comes_back(admin):
+    """A form sent with several fields wrong says each beside its field, tied to it for a
+    screen reader, and shows what was sent (an empty Max slots stays empty, not the 2 a new
+    form suggests)."""
+    response = _register(admin, name="", base_url="", max_slots="")
+    page = response.content.decode()
+    assert response.status_code == 400 and not JudgeNode.objects.exists()
+    assert "The node was not registered: 3 fields need a change." in page
+    for field, words in [("r-name", "The name must be 1 to 100 characters."),
+                         ("r-url", "The base URL was refused: baseUrl must be an https:// URL."),
+                         ("r-slots", "Max slots must be a whole number from 1 to 256.")]:
+        assert re.search(rf'<p id="{field}-error" class="field-error">.*{re.escape(words)}</p>', page), field
+        assert re.search(rf'<(input|select) id="{field}"[^>]*aria-invalid="true"', page), field
+        assert re.search(rf'<(input|select) id="{field}"[^>]*aria-describedby="{field}-error', page), field
+    assert 'id="r-pool-error"' not in page and 'id="r-group-error"' not in page
+    assert re.search(r'<input id="r-slots"[^>]*value=""', page)
+    assert re.search(r'<input id="r-slots"[^>]*value="2"', admin.get("/admin/judgers/register").content.decode())
+
+
 def test_the_confirmation_says_the_impact_from_the_pool_figures(admin, student, problem, settings):
     node, identity = make_node(pool="python", name="python-2", max_slots=4)
     make_node(pool="python", name="python-3")
