@@ -70,10 +70,11 @@ def practice_detail(request, practice_id: int):
                                              lesson__deleted_at__isnull=True).select_related("lesson").first()
     if practice is None:
         raise Http404
-    problems = visibility.listed_problems(request.user, now=timezone.now()).filter(
-        lesson_practices=practice).order_by("id")
+    now = timezone.now()
+    problems = visibility.listed_problems(request.user, now=now).filter(lesson_practices=practice).order_by("id")
     bests = statistics.my_bests(request.user, [practice.pk])
     rows = [{"problem": problem, "best": bests.get((practice.pk, problem.pk))} for problem in problems]
+    in_my_exam = visibility.kept_by_my_exams(practice.problems.all(), request.user, now=now)
     return render(request, "judging/practice_detail.html", {
-        "practice": practice, "rows": rows,
+        "practice": practice, "rows": rows, "in_my_exam": in_my_exam,
         "solved": sum(1 for row in rows if (row["best"] or 0) >= statistics.SOLVED)})

@@ -38,6 +38,14 @@ def listed_problems(user, *, now):
     return problems.filter(~in_exam_not_ended(now), visibility=ProblemVisibility.PUBLIC)
 
 
+def kept_by_my_exams(problems, user, *, now) -> int:
+    """How many of `problems` (public, live) leave `user`'s lists now because an exam they
+    are taking keeps them: they know the exam holds them; no one else is told."""
+    kept = problems.filter(in_exam_not_ended(now), current_manifest__isnull=False, is_canary=False,
+                           deleted_at__isnull=True, visibility=ProblemVisibility.PUBLIC)
+    return sum(1 for problem in kept if exam_keeping(problem, user, now=now))
+
+
 def _participations(problem, user, *, now):
     """The user's participations in the started, live exams that hold `problem`."""
     return ExamParticipant.objects.filter(

@@ -150,3 +150,20 @@ def test_with_the_cache_away_the_lesson_page_and_the_console_are_computed_not_br
                                    "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
     assert session_client(person("gil")).get(f"/lessons/{lesson.pk}").status_code == 200
     assert session_client(make_admin()).get("/admin/judgers").status_code == 200
+
+
+def test_a_practice_whose_problem_is_in_my_running_exam_says_where_it_went_and_no_one_else_is_told(lesson):
+    """A problem a running exam keeps leaves the practice for everyone but admins: its
+    participant is told it is in their exam and opens when the exam ends; another student
+    just does not see it (what an exam holds is its secret)."""
+    from tests.factories import make_exam
+
+    _lesson, practice, first, _second = lesson
+    taker, other = person("taker"), person("other")
+    make_exam(first, mode="ACM", participants=[taker])
+    seen_by = {user: session_client(user).get(f"/lessons/practices/{practice.pk}").content.decode() for user in (taker, other)}
+    for page in seen_by.values():
+        assert "Loop problem 2" in page and "Loop problem 1" not in page
+    sentence = "1 problem of this practice is in an exam you are taking: it opens here when the exam ends."
+    assert sentence in seen_by[taker] and sentence not in seen_by[other]
+    assert "in an exam" not in seen_by[other]
