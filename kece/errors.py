@@ -177,4 +177,10 @@ def exception_handler(exc, context):
         # `Token` for the admin and user APIs, `Bearer` for nodes. A 401 must name the
         # scheme the caller should use.
         response["WWW-Authenticate"] = getattr(exc, "auth_header", None) or 'Bearer realm="kece"'
+    elif error.status == 401:
+        # A service's own 401 (a join code refused, a credential found revoked) names the
+        # scheme too: the view's, or a node's where the call takes none (join).
+        view, request = context.get("view"), context.get("request")
+        challenge = view.get_authenticate_header(request) if view is not None and request is not None else None
+        response["WWW-Authenticate"] = challenge or 'Bearer realm="kece-judgers"'
     return response

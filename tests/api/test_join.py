@@ -8,6 +8,12 @@ JOIN = "/api/v1/internal/judgers/join"
 BODY = {"joinCode": "no-such-code-0000000000000", "agentVersion": "1", "runtimeSpec": "python-r1", "localSlots": 1}
 
 
+def test_a_refused_code_is_401_with_a_challenge(client):
+    refused = client.post(JOIN, BODY, content_type="application/json")
+    assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
+    assert refused["WWW-Authenticate"] == 'Bearer realm="kece-judgers"'
+
+
 def test_join_is_throttled_per_address(client, settings):
     settings.KECE_JOIN_THROTTLE = "3/min"
     answers = [client.post(JOIN, BODY, content_type="application/json") for _ in range(4)]
