@@ -348,14 +348,12 @@ def node_drain(*, node_id: int, actor, now) -> JudgeNode:
 
 
 def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
-    """Immediately: credential dead, session closed, leases released, state DISABLED. A node
-    already revoked is answered as it is: nothing of it is left to revoke."""
+    """Immediately: credential dead, session closed, leases released, state DISABLED. Again
+    on a revoked node it does the same: a join code issued since (a rotation) stops working."""
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
         if node is None:
             raise NotFound()
-        if node.revoked_at is not None:
-            return node
         before = _node_fields(node, AUDITED_FIELDS)
         released = release_node_leases(node, now=now, reason="node_revoked")
         node.credential_digest = None

@@ -6,11 +6,13 @@ import re
 import pytest
 from django.core.cache import cache
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from judging.models import JudgeJob
 from nodes.models import DesiredState, JoinCode, JudgeNode, NodeAudit, NodeCheck
-from nodes.services import node_update
+from nodes.services import node_issue_join_code, node_update
 from tests.api.helpers import make_admin, make_teacher
 from tests.factories import HostGroupFactory, make_node
 from tests.judging.helpers import claim, submit
@@ -258,9 +260,9 @@ def test_revoking_needs_a_reason(admin, node_a):
 
 def test_a_revoked_node_says_so_and_offers_only_what_brings_it_back(admin, node_a):
     """Revoked, a node is not shown as merely disabled: its state and reason say revoked and
-    how to re-admit it; its menu offers the credential rotation and the edit, not a check,
-    an enable or a second revoke, and an enable posted anyway says what to do instead. A
-    second revoke changes nothing."""
+    how to re-admit it; its menu offers the credential rotation, the edit and a revoke (which
+    stops a rotation's code), not a check or an enable, and an enable posted anyway says what
+    to do instead. Revoked again after a rotation, the rotation's code no longer joins."""
     node, _ = node_a
     admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": node.revision, "reason": "disk failing"})
     node.refresh_from_db()
@@ -271,15 +273,21 @@ def test_a_revoked_node_says_so_and_offers_only_what_brings_it_back(admin, node_
     menu = page[page.index('<details class="actions-menu">'):]
     menu = menu[:menu.index("</details>")]
     assert [action for action in ("check", "enable", "drain", "disable", "edit", "rotate", "revoke")
-            if f"/admin/judgers/{node.pk}/{action}\"" in menu] == ["edit", "rotate"]
+            if f"/admin/judgers/{node.pk}/{action}\"" in menu] == ["edit", "rotate", "revoke"]
     assert '<td class="config">Revoked</td>' in admin.get("/admin/judgers").content.decode()
     refused = admin.post(f"/admin/judgers/{node.pk}/enable", {"revision": revision})
     assert refused.status_code == 400
     assert "node-a was revoked: rotate its credential and let it join again, then check and enable it." in \
         refused.content.decode()
+    rotated = node_issue_join_code(node_id=node.pk, actor=None, now=timezone.now(), action="rotate")
+    JudgeNode.objects.filter(pk=node.pk).update(desired_state=DesiredState.DRAINING)
     admin.post(f"/admin/judgers/{node.pk}/revoke", {"revision": revision, "reason": "again"})
     node.refresh_from_db()
-    assert node.revision == revision and NodeAudit.objects.filter(node=node, action="revoke").count() == 1
+    assert node.desired_state == DesiredState.DISABLED
+    joined = Client().post("/api/v1/internal/judgers/join", {"joinCode": rotated.code, "agentVersion": "1",
+                                                             "runtimeSpec": "python-r1", "localSlots": 1},
+                           content_type="application/json")
+    assert (joined.status_code, joined.json()["error"]) == (401, "invalid_join_code")
 
 
 def test_enabling_an_unchecked_node_is_refused_in_a_sentence(admin):
