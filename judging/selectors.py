@@ -115,7 +115,7 @@ def shown_states(submissions, *, viewer, now) -> list[Shown]:
     ready nodes once if a job waits, the viewer's permissions once (rows from
     `submissions_of` come with their exam)."""
     from judging.models import JudgeJob
-    from judging.services.exams import held_status, hidden_wait
+    from judging.services.exams import handed_in_pairs, held_status, hidden_wait
 
     jobs = JudgeJob.objects.in_bulk([s.current_judge_job_id for s in submissions if s.current_judge_job_id])
     ready = []
@@ -125,12 +125,13 @@ def shown_states(submissions, *, viewer, now) -> list[Shown]:
             ready.append(set(ready_nodes(now=now).values_list("pool", "runtime_spec").distinct()))
         return (job.pool, job.runtime_spec) in ready[0]
 
+    handed_in = handed_in_pairs(submissions)
     shown = []
     for submission in submissions:
         job = jobs.get(submission.current_judge_job_id)
         status, wait_reason = submission_status(submission, job, now=now,
                                                 pool_has_ready_node=lambda job=job: pool_has_ready_node(job))
-        if (hidden := hidden_wait(submission, viewer)) is not None:
+        if (hidden := hidden_wait(submission, viewer, handed_in=handed_in)) is not None:
             status, wait_reason = held_status(hidden), hidden
         shown.append(Shown(job, status, wait_reason, hidden is not None))
     return shown

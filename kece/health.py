@@ -127,6 +127,11 @@ def readiness() -> tuple[int, dict, list[dict]]:
     return 200, {"status": "degraded" if failed else "ok", "failed": failed}, checks
 
 
+# Where the ASGI router answers `/readyz` (`kece.asgi`): threads of its own, so that a probe
+# waits behind no request, lane or download (each answer takes at most the deadline twice).
+ANSWERING = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="readyz-answer")
+
+
 def answer(*, verbose: bool) -> tuple[int, dict]:
     """`/readyz`'s status and body; with `verbose`, each check with its status and time, and
     the claims waiting in this process. Not being ready is said at WARNING, naming what

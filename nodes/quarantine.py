@@ -28,6 +28,7 @@ from judging.models import JobKind, JobState, JudgeJob
 from judging.timing import offline_after
 from judging.wakeups import node_changed_after_commit
 import kece.metrics as metrics
+from kece.api import iso
 from nodes.models import DesiredState, JudgeNode, may_take_judge_jobs
 from nodes.services import audit
 
@@ -49,7 +50,7 @@ def node_quarantine_locked(node, *, reason: str, now) -> bool:
     JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason=node.quarantine_reason,
                                                 infra_error_jobs=[], renew_lost_batches=0, updated_at=now)
     audit(node=node, actor="system", action="quarantine", before={},
-          after={"reason": node.quarantine_reason, "since": now.isoformat()}, revision=node.revision)
+          after={"reason": node.quarantine_reason, "since": iso(now)}, revision=node.revision)
     node_changed_after_commit(node.pk)
     # The rule's name, without the details after it: a bounded label.
     rule = node.quarantine_reason.split(":", 1)[0].strip()
@@ -62,7 +63,7 @@ def quarantine_clear_locked(node, *, now, check_id: int) -> None:
     """A passed self-check ends the quarantine; the caller holds the node locked exclusively."""
     if node.quarantined_at is None:
         return
-    before = {"reason": node.quarantine_reason, "since": node.quarantined_at.isoformat()}
+    before = {"reason": node.quarantine_reason, "since": iso(node.quarantined_at)}
     JudgeNode.objects.filter(pk=node.pk).update(**CONDUCT_CLEARED, updated_at=now)
     audit(node=node, actor="system", action="quarantine_cleared", before=before, after={"checkId": check_id},
           revision=node.revision)

@@ -7,7 +7,7 @@ lock too, so a drain or revoke is never interleaved with a claim half-way.
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from contextlib import contextmanager
 
@@ -47,7 +47,7 @@ def _node_fields(node, names) -> dict:
     values = {}
     for name in names:
         value = getattr(node, name)
-        values[name] = value.isoformat() if hasattr(value, "isoformat") else value
+        values[name] = iso(value) if isinstance(value, datetime) else value
     return values
 
 

@@ -105,7 +105,7 @@ def submission_json(submission, *, now, shown=None) -> dict:
         "submissionType": submission.TYPE,
         "submissionId": submission.pk,
         "status": status,
-        "waitReason": wait_reason,
+        "waitReason": wait_reason if status == "PENDING" else None,  # why it waits, when it does
         "verdict": submission.verdict if judged else None,
         "score": submission.score if judged else None,
         "timeMs": submission.time_ms if judged else None,

@@ -2,7 +2,8 @@
 
 `rejudge_request` fixes the list of submissions when it is asked for (a problem's, those a
 node judged in a time range, or a given list). `rejudges_advance` — a periodic step — queues
-them at REJUDGE class, each in a transaction of its own, keeping at most
+them at REJUDGE class (a submission whose job still waits or runs, in that job's class:
+`rejudge_locked`), each in a transaction of its own, keeping at most
 `KECE_REJUDGE_BATCH` of an operation's jobs queued at a time and none into a pool that is
 throttling (`judging.pressure`): a bulk rejudge never stands between a pool and its
 recovery. Each job settles like any other, so best results, first-accepted records and

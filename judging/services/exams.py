@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils.translation import gettext, gettext_lazy
 
 from judging.clock import require_agreeing_clock
@@ -404,24 +404,38 @@ def objective_shown(exam, viewer, *, now) -> bool:
 NOT_JUDGED = "not_judged"
 
 
-def hidden_wait(submission, viewer) -> str | None:
+def hidden_wait(submission, viewer, *, handed_in=None) -> str | None:
     """Why an exam submission's result is not shown to `viewer` yet (its `waitReason`), or
     None: an OI submission waits for the hand-in, then (except for admins) for publishing.
     `NOT_JUDGED`: the hand-in came and did not judge it (a later submission of its problem
-    was the last), nor will anything (`held_status`)."""
+    was the last), nor will anything (`held_status`). `handed_in`: the (exam, user) pairs
+    handed in, when the caller read them for a list (`handed_in_pairs`); else read here."""
     from kece.permissions import can_manage_judgers
 
-    if not submission.exam_id:
-        return None
+    if not submission.exam_id or submission.deleted_at is not None:
+        return None  # a deleted one is CANCELLED, whatever its exam
     if submission.current_judge_job_id is None:
         # The hand-in queues every last submission in its transaction: after it, one without
         # a job is one it passed over.
-        handed_in = ExamParticipant.objects.filter(
-            exam_id=submission.exam_id, user_id=submission.user_id, handed_in_at__isnull=False).exists()
-        return NOT_JUDGED if handed_in else "hand_in"
+        if handed_in is None:
+            handed_in = handed_in_pairs([submission])
+        return NOT_JUDGED if (submission.exam_id, submission.user_id) in handed_in else "hand_in"
     if can_manage_judgers(viewer) or results_visible(submission.exam):
         return None
     return "unpublished"
+
+
+def handed_in_pairs(submissions) -> set:
+    """The (exam, user) pairs of `submissions` whose participant has handed in: one
+    statement for a list, read only for exam submissions still without a job."""
+    pairs = {(s.exam_id, s.user_id) for s in submissions if s.exam_id and s.current_judge_job_id is None}
+    if not pairs:
+        return set()
+    condition = Q()
+    for exam_id, user_id in pairs:
+        condition |= Q(exam_id=exam_id, user_id=user_id)
+    return set(ExamParticipant.objects.filter(condition, handed_in_at__isnull=False)
+               .values_list("exam_id", "user_id"))
 
 
 def held_status(hidden: str) -> str:

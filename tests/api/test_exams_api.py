@@ -91,6 +91,9 @@ def test_an_oi_exam_through_the_api(api, student, problem):
     assert hand_ins[0]["jobs"] == 1 and hand_ins.count(hand_ins[0]) == 3
     # The hand-in judges the last submission of the problem; the one before, never.
     assert (api.get(replaced).json()["status"], api.get(replaced).json()["waitReason"]) == ("CANCELLED", None)
+    listed = {s["submissionId"]: s for s in api.get(base).json()["submissions"]}
+    passed_over = listed[int(replaced.rsplit("/", 1)[1])]
+    assert (passed_over["status"], passed_over["waitReason"]) == ("CANCELLED", None), "the exam's list says the same"
     assert api.get(base).json()["state"] == "HANDED_IN"
     refused = _submit(api, {"problemId": problem.pk, "language": "python", "code": "print(2)", "examId": exam["id"]})
     assert error_of(refused) == (409, "exam_closed")

@@ -9,7 +9,7 @@ from django.utils import timezone
 from judging.models import ExamAnswer, ExamParticipant, Submission
 from judging.services.events import events_dispatch
 from tests.factories import UserFactory, make_exam, make_node
-from tests.judging.helpers import claim, judged, settle
+from tests.judging.helpers import claim, judged, settle, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -172,3 +172,19 @@ def test_a_refused_answer_says_why_in_the_students_language(signed_in, student, 
                           HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
     assert "未保存：这道题只能选一个选项。" in page
     assert not ExamAnswer.objects.exists()
+
+
+def test_a_deleted_oi_submission_says_cancelled_before_and_after_the_hand_in(signed_in, student, problem):
+    from judging.services.exams import exam_hand_in
+    from judging.services.rejudge import submission_delete
+
+    exam = make_exam(problem, mode="OI", participants=[student])
+    kept, deleted = submit(student, problem, exam_id=exam.pk), submit(student, problem, exam_id=exam.pk)
+    submission_delete(submission_type="ALGO", submission_id=deleted.pk, now=timezone.now())
+    for _ in ("before the hand-in", "after it"):
+        page = signed_in.get(f"/submissions/ALGO/{deleted.pk}").content.decode()
+        assert "Cancelled" in page and "judged when the exam is handed in" not in page
+        assert "a later submission of this problem" not in page
+        exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+    assert "Cancelled" not in signed_in.get(f"/submissions/ALGO/{kept.pk}").content.decode(), \
+        "the one left is the last, judged at the hand-in"

@@ -112,3 +112,30 @@ def test_the_practice_api_pages_its_answers_in_the_same_statements_for_any_count
     assert (view["answersPage"]["next"] is not None) == (count > PAGE)
     if count > PAGE:
         assert _ids(api.get(view["answersPage"]["next"]).json()["answers"]) == _keys(newest)[PAGE:]
+
+
+def test_oi_lists_read_the_same_statements_for_any_count(client, student, problem):
+    """OI submissions wait without a job until the hand-in, and whether the hand-in passed
+    one over is read for the whole page at once, not per row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    exam = make_exam(problem, mode="OI", participants=[student])
+    client.force_login(student)
+    api = token_client(student)
+
+    def statements() -> list:
+        counts = []
+        for read in (lambda: client.get("/submissions"), lambda: client.get(f"/exams/{exam.pk}"),
+                     lambda: api.get(f"/api/v1/exams/{exam.pk}")):
+            with CaptureQueriesContext(connection) as captured:
+                assert read().status_code == 200
+            counts.append(len(captured))
+        return counts
+
+    for _ in range(3):
+        submit(student, problem, exam_id=exam.pk)
+    few = statements()
+    for _ in range(PAGE + 7):
+        submit(student, problem, exam_id=exam.pk)
+    assert statements() == few

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
@@ -64,6 +65,8 @@ def test_infra_errors_on_three_different_jobs_quarantine_the_node(student, probl
     node.refresh_from_db()
     assert node.quarantined_at == now and node.quarantine_reason.startswith("infra_errors:")
     assert _audits(node, "quarantine") == ["system"]
+    since = NodeAudit.objects.get(node_id=node.pk, action="quarantine").after["since"]
+    assert since.endswith("Z") and parse_datetime(since) == now, "UTC written as the API writes every time"
     assert not ready_nodes(now=now).filter(pk=node.pk).exists()
     # No judge job for it, though one is due.
     assert claim(identity, free_slots=4, now=now + timedelta(minutes=5)) == []
