@@ -363,6 +363,18 @@ def test_build_contexts_dockerfiles_and_copied_files_exist(compose):
                     f"{ignore.name} leaves {source} out of the build context"
 
 
+def test_the_server_image_holds_every_folder_the_settings_read_files_from():
+    """What the server reads at run time beyond its code: the templates, the static files and
+    the translations (without `locale/`, every deployment served English only)."""
+    from django.conf import settings
+
+    copied = {rest.split()[-1].removeprefix("./") for word, rest in
+              dockerfile_instructions(DEPLOY / "Dockerfile.server") if word == "COPY" and "--from=" not in rest}
+    read = [*settings.LOCALE_PATHS, *settings.STATICFILES_DIRS, *(d for t in settings.TEMPLATES for d in t["DIRS"])]
+    for folder in read:
+        assert Path(folder).relative_to(REPO).parts[0] in copied, folder
+
+
 def test_dockerfiles_use_the_requested_base_and_packages():
     server = (DEPLOY / "Dockerfile.server").read_text()
     agent = (DEPLOY / "Dockerfile.agent").read_text()

@@ -166,6 +166,18 @@ def server_containers(objects: list[dict]) -> list[tuple[str, dict]]:
             if c["image"].split(":")[0] == SERVER_IMAGE]
 
 
+def test_every_server_container_runs_the_image_and_tag_the_overlay_names(rendered):
+    """The operator sets the image in the overlay (deploy/README.md): that name and tag, on
+    every server container and init container, in both examples."""
+    overlay = yaml.safe_load((K8S / "overlays" / "example" / "kustomization.yaml").read_text())
+    (image,) = overlay["images"]
+    wanted = f"{image['newName']}:{image['newTag']}"
+    for name in OVERLAYS:
+        images = {c["image"] for w in workloads(rendered[name]) for c in containers(w)
+                  if "kece-server" in c["image"]}
+        assert images == {wanted}, (name, images)
+
+
 def test_server_containers_run_commands_that_exist_through_the_entry_point(example):
     found = server_containers(example)
     assert len(found) >= 5
