@@ -788,6 +788,19 @@ def test_proxy_internal_listener_serves_only_the_node_api(compose):
         assert refuses(body), f"the internal listener should not serve {path}"
 
 
+def test_the_public_listener_closes_the_probes_and_revalidates_static_files():
+    public = server_listening_on(443)
+    for path in ("/readyz", "/readyz/", "/livez", "/READYZ", "/Livez/x"):
+        args, body = select_location(public, path)
+        assert refuses(body), f"the public listener serves {path} (location {' '.join(args)})"
+    for path in ("/readyzx", "/problems"):
+        _args, body = select_location(public, path)
+        assert directive(body, "proxy_pass") == ["http://kece_web"]
+    # Static names carry no version: a browser must ask again after an upgrade.
+    _args, static = select_location(public, "/static/kece/site.js")
+    assert directive(static, "expires") == ["-1"]
+
+
 def test_proxy_serves_the_metrics_on_the_internal_listener_only():
     metrics_path = string_constants(REPO / "kece" / "asgi.py")["METRICS_PATH"]
     public = server_listening_on(443)

@@ -413,7 +413,7 @@ def test_the_ingress_serves_the_public_side_and_never_the_node_api_or_metrics(ex
                  "/django-admin/"):
         assert ingress_backend(ingress, path) == "kece-web", path
     for path in ("/api/v1/internal", "/api/v1/internal/", "/api/v1/internal/judgers/jobs/claim",
-                 "/api/v1/internal/judgers/session", "/metrics"):
+                 "/api/v1/internal/judgers/session", "/metrics", "/readyz", "/livez"):
         backend = ingress_backend(ingress, path)
         assert backend not in ("kece-web", "kece-internal"), f"the Ingress serves {path}"
         selector = find(example, "Service", backend)["spec"]["selector"]

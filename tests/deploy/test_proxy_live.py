@@ -158,10 +158,10 @@ def test_the_metrics_are_served_on_the_internal_listener_and_refused_on_the_publ
 def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clients(proxy, tmp_path):
     origin, _client_tls, _internal = proxy
     ca = str(tmp_path / "ca.pem")
-    made = [requests.get(origin + "/livez", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
+    made = [requests.get(origin + "/no-such-page", verify=ca, timeout=20).headers["X-Request-ID"] for _ in range(2)]
     # nginx's $request_id: 32 hex digits, a new one for each request.
     assert all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in made) and made[0] != made[1]
-    kept = requests.get(origin + "/livez", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
+    kept = requests.get(origin + "/no-such-page", verify=ca, timeout=20, headers={"X-Request-ID": "client-chosen-id-1"})
     assert kept.headers["X-Request-ID"] == "client-chosen-id-1"
     # nginx writes the access log line after the answer has gone out, so the client may read
     # the answer first.
