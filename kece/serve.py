@@ -59,6 +59,8 @@ def uvicorn_argv(args: list[str], cores: int) -> list[str]:
 
 def web_processes(environ=os.environ) -> int:
     database = environ.get("DATABASE_URL", "")
+    if environ.get("DATABASE_URL_FILE"):  # as the settings read it
+        database = Path(environ["DATABASE_URL_FILE"]).read_text().strip()
     return usable_cores() if database.startswith(("mysql", "mariadb")) else 1
 
 

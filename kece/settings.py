@@ -133,7 +133,11 @@ TEMPLATES = [
 
 # --- database -------------------------------------------------------------------------
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'kece.sqlite3'}")}
+# DATABASE_URL_FILE and REDIS_URL_FILE as the entry point reads them (`kece-entrypoint`): a
+# command run without it (`manage.py reconcile` in a container) reaches the same database,
+# not a SQLite file of its own.
+DATABASES = {"default": env.db_url_config(
+    _secret("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'kece.sqlite3'}"))}
 DATABASE_VENDOR = "sqlite" if DATABASES["default"]["ENGINE"].endswith("sqlite3") else "mysql"
 if DATABASE_VENDOR == "sqlite":
     # SQLite ignores row locks: one writer at a time (IMMEDIATE) keeps claims correct, WAL
@@ -172,7 +176,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: cache, wake-ups, celery broker ---------------------------------------------
 
-REDIS_URL = env.str("REDIS_URL", default="")
+REDIS_URL = _secret("REDIS_URL", default="")
 
 
 def _sentinels(name: str) -> list[tuple[str, int]]:
@@ -365,7 +369,7 @@ except ValueError:
     KECE_WORKER_METRICS_PORT = -1
 if not 0 <= KECE_WORKER_METRICS_PORT <= 65535:
     raise ImproperlyConfigured("KECE_WORKER_METRICS_PORT must be a port number, or 0 (off)")
-KECE_METRICS_TOKEN = env.str("KECE_METRICS_TOKEN", default="")
+KECE_METRICS_TOKEN = _secret("KECE_METRICS_TOKEN", default="")
 if KECE_METRICS_TOKEN and (len(KECE_METRICS_TOKEN) < 16 or not KECE_METRICS_TOKEN.isprintable()
                            or " " in KECE_METRICS_TOKEN):
     raise ImproperlyConfigured("KECE_METRICS_TOKEN must be at least 16 printable characters without spaces")

@@ -32,6 +32,24 @@ def test_production_probes_no_loopback_link_local_or_metadata_address():
     assert shown["hosts"] == [] and shown["lock_order_check"] is False
 
 
+def test_the_database_and_redis_addresses_and_the_metrics_token_may_come_from_files(tmp_path):
+    """As the secret key may: a command run in a container without the entry point reaches
+    the database the servers use, not a SQLite file of its own."""
+    files = {"DATABASE_URL": "mysql://kece:pw@db.example:3306/kece", "REDIS_URL": "redis://:pw@cache.example:6379/0",
+             "KECE_METRICS_TOKEN": "a-metrics-token-of-length"}
+    for name, value in files.items():
+        (tmp_path / name).write_text(value + "\n")
+    show = ("import django; django.setup(); from django.conf import settings as s; import json; "
+            "d = s.DATABASES['default']; print(json.dumps([d['ENGINE'], d['HOST'], d['NAME'], s.REDIS_URL, "
+            "s.KECE_METRICS_TOKEN]))")
+    run = subprocess.run([sys.executable, "-c", show], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env=operator_environment(DJANGO_SETTINGS_MODULE="kece.settings", SECRET_KEY="a secret",
+                                                  **{f"{name}_FILE": str(tmp_path / name) for name in files}))
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == ["kece.mysql", "db.example", "kece",
+                                      "redis://:pw@cache.example:6379/0", "a-metrics-token-of-length"]
+
+
 def test_production_needs_a_secret_key():
     run = _settings_of()
     assert run.returncode != 0 and "SECRET_KEY (or SECRET_KEY_FILE) must be set" in run.stderr
