@@ -72,9 +72,10 @@ run() {
     fi
 }
 
-# write FILE MODE: FILE (created with MODE) gets standard input, unless FILE exists.
+# write FILE MODE: FILE (created with MODE) gets standard input, unless FILE exists and holds
+# something (an emptied credential file is how a node is re-registered: deploy/README.md).
 write() {
-    if [ -e "$1" ]; then
+    if [ -s "$1" ]; then
         echo "install.sh: keeping $1" >&2
         cat > /dev/null
         return 0
@@ -107,6 +108,13 @@ fi
 if ! getent passwd "$user" > /dev/null; then
     run useradd --system --user-group --home-dir /nonexistent --no-create-home \
         --shell /usr/sbin/nologin "$user"
+fi
+
+# The agent (and the reading of its pins here) needs Python 3.11: Debian 12, Ubuntu 24.04 or newer.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "install.sh: the agent needs Python 3.11 or newer; this machine's python3 is" \
+        "$(python3 --version 2>&1)" >&2
+    exit 2
 fi
 
 # 3. The agent's code outside /usr (the sandbox sees /usr), and its virtualenv.

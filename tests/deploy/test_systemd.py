@@ -280,3 +280,38 @@ def test_the_installer_runs_only_as_root_without_a_dry_run(stubs, tmp_path):
                             env={"PATH": f"{stubs}:{os.environ['PATH']}"})
     assert result.returncode == 2 and "as root" in result.stderr
     assert not (tmp_path / "called").exists()
+
+
+def test_an_emptied_credential_file_takes_the_new_join_code(stubs, tmp_path):
+    """deploy/README.md re-registers an agent by emptying its credential file and running the
+    installer with a new code: the empty file is replaced (it was kept, the agent then exited
+    on an empty credential). One that holds something is left as it is."""
+    state = tmp_path / "state"
+    installer = tmp_path / "install.sh"
+    installer.write_text(INSTALL.read_text().replace("statedir=/var/lib/kece-agent", f"statedir={state}")
+                         .replace('here=$(cd "$(dirname "$0")" && pwd)', f"here={SYSTEMD}"))
+    credential = state / "cpp" / "credential" / "credential"
+    credential.parent.mkdir(parents=True)
+
+    def dry(*args):
+        result = subprocess.run(["sh", str(installer), "--dry-run", *args], capture_output=True, text=True,
+                                timeout=60, env={"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(stubs)})
+        assert result.returncode == 0, result.stderr
+        return result.stdout + result.stderr
+
+    credential.write_text("")
+    out = dry("--join-code", "new-code-1", "cpp")
+    assert f"+ write {credential} (mode 0600):\n    new-code-1\n" in out and "keeping" not in out
+    credential.write_text("a-credential\n")
+    out = dry("--join-code", "new-code-2", "cpp")
+    assert "already holds a join code or credential; left as it is" in out and "new-code-2" not in out
+
+
+def test_the_installer_says_so_when_the_machines_python_is_too_old(stubs):
+    old = stubs / "python3"
+    old.write_text('#!/bin/sh\n[ "$1" = --version ] && echo "Python 3.10.12" && exit 0\nexit 1\n')
+    old.chmod(0o755)
+    result = dry_run("cpp", stub_dir=stubs)
+    assert result.returncode == 2
+    assert "the agent needs Python 3.11 or newer; this machine's python3 is Python 3.10.12" in result.stderr
+    assert "kece-agent@cpp.service" not in result.stdout, "nothing enabled"
