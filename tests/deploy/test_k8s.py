@@ -356,7 +356,10 @@ def test_a_web_pod_outlasts_a_waiting_claim_when_it_stops(example, web, name):
     pause = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pause[0] == "sleep"
     assert graceful_s > claim_wait_s, "uvicorn would cut a waiting long-poll claim"
-    assert pod_spec(web)["terminationGracePeriodSeconds"] > int(pause[1]) + graceful_s
+    # After SIGTERM the process drains first (/readyz 503 while its waiting claims end, for
+    # at most KECE_DRAIN_MS, the claim wait unless set), then uvicorn's graceful shutdown.
+    drain_s = int(config(example).get("KECE_DRAIN_MS", config(example)["KECE_CLAIM_WAIT_MS"])) / 1000
+    assert pod_spec(web)["terminationGracePeriodSeconds"] > int(pause[1]) + drain_s + graceful_s
 
 
 def test_the_web_tier_is_autoscaled(example, web):
