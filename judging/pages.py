@@ -198,6 +198,9 @@ def _login_required(request):
 
 @require_GET
 def submission_detail(request, submission_type: str, submission_id: int):
+    if submission_type != submission_type.upper() and submission_type.upper() in SUBMISSION_MODELS:
+        # A link typed, or lower-cased on its way, to the page's own address.
+        return redirect("submission", submission_type.upper(), submission_id, permanent=True)
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)

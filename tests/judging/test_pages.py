@@ -126,6 +126,9 @@ def test_a_compile_error_shows_no_time_or_memory_it_never_used(signed_in, studen
     page = signed_in.get(f"/submissions/ALGO/{compiled.pk}").content.decode()
     assert f"<h1>Submission: Program {compiled.pk}</h1>" in page  # as the lists name it
     assert f">Program {compiled.pk}</a>" in signed_in.get("/submissions").content.decode()
+    lowered = signed_in.get(f"/submissions/algo/{compiled.pk}")
+    assert (lowered.status_code, lowered["Location"]) == (301, f"/submissions/ALGO/{compiled.pk}")
+    assert signed_in.get(f"/submissions/nope/{compiled.pk}").status_code == 404
     assert '<dd class="submitted-for">practice on your own</dd>' in page
     ran = submit(student, problem)
     [job] = claim(identity)
