@@ -89,6 +89,14 @@ class LenientNegotiation(DefaultContentNegotiation):
         except (NotAcceptable, Http404):
             return renderers[0], renderers[0].media_type
 
+    def select_parser(self, request, parsers):
+        # A body sent without a Content-Type is read as the view's format (JSON), as the
+        # bare claim and result read theirs: a client that leaves the header out is not
+        # refused on one call and heard on the next. Another type stays refused.
+        if not request.content_type:
+            return parsers[0]
+        return super().select_parser(request, parsers)
+
 
 class ContractView(APIView):
     """One operation per view; JSON in, JSON out; errors as {"error", "detail"}."""

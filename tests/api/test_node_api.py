@@ -344,3 +344,24 @@ def test_the_hot_calls_answer_other_methods_with_405_and_allow(server):
         answer = agent.get(path)
         assert (answer.status_code, answer.json()["error"], answer.headers["Allow"]) == (
             405, "method_not_allowed", "POST"), path
+
+
+def test_a_body_without_a_content_type_is_read_as_json_on_every_node_call(server):
+    """A client that leaves the header out is heard on a heartbeat and a renew as on a claim
+    (the bare calls read any body as JSON); another type is still refused."""
+    import json
+
+    import requests
+
+    node, agent, [job] = _busy_python_node(server, slots=1, queued=0)
+    headers = agent._headers()
+    heartbeat = {"agentVersion": "1", "runtimeSpec": "python-r1", "localSlots": 1, "running": 1,
+                 "health": {"ok": True, "checks": {}}}
+    renew = {"leases": [{"jobId": job["jobId"], "leaseEpoch": job["leaseEpoch"],
+                         "progress": {"phase": "JUDGING", "testcase": 1}}]}
+    for path, body in (("heartbeat", heartbeat), ("jobs/renew", renew), ("jobs/claim", {"freeSlots": 0})):
+        answer = requests.post(f"{server.url}{agent.PREFIX}{path}", data=json.dumps(body), headers=headers, timeout=30)
+        assert "Content-Type" not in answer.request.headers and answer.status_code == 200, (path, answer.text)
+    refused = requests.post(f"{server.url}{agent.PREFIX}jobs/renew", data=json.dumps(renew),
+                            headers={**headers, "Content-Type": "text/plain"}, timeout=30)
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid")
