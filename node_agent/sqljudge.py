@@ -242,20 +242,51 @@ class JudgeDb:
         self.drop(databases=[env.db] + env.extra_dbs, users=[env.user])
 
     def drop(self, databases: list[str], users: list[str]) -> None:
+        """Drop every name it can: one that will not go (still locked) does not keep the
+        others; the first failure is raised once the rest are tried, for the next sweep."""
         conn = self.admin()
+        failed: list[MySQLdb.Error] = []
         try:
             cur = conn.cursor()
-            # A DROP behind a lock waits lock_wait_timeout (a day by default): fail fast and
-            # leave it to the next sweep instead.
-            cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}")
+            # A DROP behind a lock waits lock_wait_timeout (a day by default) for a metadata
+            # lock and innodb_lock_wait_timeout for a row lock: fail fast and leave it to the
+            # next sweep instead.
+            cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}, innodb_lock_wait_timeout = {LOCK_WAIT_S}")
             databases = list(dict.fromkeys(databases + self._admitted(cur, users)))
             self._kill_sessions(cur, databases, users)
-            for user in users:
-                cur.execute("DROP USER IF EXISTS %s@'%%'", (user,))
-            for db in databases:
-                cur.execute(f"DROP DATABASE IF EXISTS {_quote_ident(db)}")
+            self._roll_back_abandoned_xa(cur)
+            statements = [("DROP USER IF EXISTS %s@'%%'", (user,)) for user in users] + \
+                [(f"DROP DATABASE IF EXISTS {_quote_ident(db)}", None) for db in databases]
+            for statement, args in statements:
+                try:
+                    cur.execute(statement, args)
+                except MySQLdb.Error as exc:
+                    failed.append(exc)
         finally:
             conn.close()
+        if failed:
+            raise failed[0]
+
+    @staticmethod
+    def _roll_back_abandoned_xa(cur) -> None:
+        """A submission's `XA PREPARE` outlives its session (MariaDB 10.5+, MySQL 8): the
+        prepared transaction keeps its row locks with no one attached, and the job's
+        database could never be dropped. On a server kept for judging no XA is anyone's
+        but a submission's; one still attached to a live session refuses the rollback and
+        is left to its own job's cleanup."""
+        try:
+            cur.execute("XA RECOVER")
+            prepared = cur.fetchall()
+        except MySQLdb.Error:
+            return  # no right to see them (MySQL 8 without XA_RECOVER_ADMIN)
+        for format_id, gtrid_length, _bqual_length, data in prepared:
+            data = bytes(data) if not isinstance(data, bytes) else data
+            gtrid, bqual = data[:int(gtrid_length)], data[int(gtrid_length):]
+            try:
+                cur.execute("XA ROLLBACK X%s, X%s, %s", (gtrid.hex(), bqual.hex(), int(format_id)))
+            except MySQLdb.Error:
+                continue
+            logger.warning("abandoned XA transaction rolled back", extra={"formatId": int(format_id)})
 
     @staticmethod
     def _admitted(cur, users: list[str]) -> list[str]:

@@ -60,3 +60,28 @@ def test_a_short_mysql_user_name_keeps_the_node_and_the_expiry(judge_db, monkeyp
     name = judge_db.user_name(tag)
     assert len(name) <= 32 and name.startswith(judge_db.prefix)
     assert judge_db.expiry_of(name) == 1_900_000_000
+
+
+def test_a_prepared_xa_transaction_left_by_a_submission_does_not_keep_its_database(judge_db):
+    """`XA PREPARE` outlives the session that made it (MariaDB 10.5+, MySQL 8), holding its
+    row locks with no one attached: the job's database could never be dropped, and every
+    sweep after it stopped at that name. The cleanup rolls it back and drops all."""
+    env = judge_db.create_env("j3_e1_cc")
+    judge_db.run_admin_script(env.db, "CREATE TABLE emp (id INT PRIMARY KEY, salary INT); "
+                                      "INSERT INTO emp VALUES (1, 10), (2, 20)")
+    student = MySQLdb.connect(host="127.0.0.1", port=3306, user=env.user, passwd=env.password, db=env.db)
+    cursor = student.cursor()
+    for statement in ("XA START 'kece-sweep-test'", "UPDATE emp SET salary = salary + 1",
+                      "XA END 'kece-sweep-test'", "XA PREPARE 'kece-sweep-test'"):
+        cursor.execute(statement)
+    student.close()
+
+    judge_db.drop_env(env)
+    assert judge_db.leftovers() == ([], [])
+    admin = judge_db.admin()
+    try:
+        cursor = admin.cursor()
+        cursor.execute("XA RECOVER")
+        assert not [row for row in cursor.fetchall() if b"kece-sweep-test" in bytes(row[3])]
+    finally:
+        admin.close()
