@@ -140,6 +140,11 @@ def main() -> int:
                 log.event(logger, logging.WARNING, "the judge server follows symbolic links: a submission's "
                           "CREATE TABLE … DATA DIRECTORY can write table files wherever the server may; start it "
                           "with --skip-symbolic-links (MySQL 8 disables them by default)")
+            if (reached := judge_db.heap_tables_unbounded()) is not None:
+                log.event(logger, logging.WARNING, "the judge server lets a session raise its in-memory table sizes: "
+                          "a submission's temporary MEMORY table can hold the server's memory past its limit; start "
+                          "it with --maximum-max_heap_table_size and --maximum-tmp_table_size (for instance 64M)",
+                          reachedBytes=reached)
         else:
             check_runtime(config, sandbox)
     except RuntimeError as exc:

@@ -165,6 +165,26 @@ class JudgeDb:
         finally:
             conn.close()
 
+    # What a session may raise its in-memory table sizes to before the agent warns: more than
+    # any memory limit a SQL problem sets, and far below a judge server's memory.
+    HEAP_TABLE_CAP_BYTES = 256 << 20
+
+    def heap_tables_unbounded(self) -> int | None:
+        """How far a session (a submission's, which may SET its own) can raise
+        max_heap_table_size and tmp_table_size, when that is past HEAP_TABLE_CAP_BYTES: a
+        temporary MEMORY table then holds that much of the server's memory, which the
+        watchdog does not see. None when the server caps them (--maximum-max_heap_table_size,
+        --maximum-tmp_table_size)."""
+        conn = self.admin()
+        try:
+            cur = conn.cursor()
+            cur.execute("SET SESSION max_heap_table_size = 4294967296, tmp_table_size = 4294967296")
+            cur.execute("SELECT LEAST(@@session.max_heap_table_size, @@session.tmp_table_size)")
+            reached = int(cur.fetchone()[0])
+            return reached if reached > self.HEAP_TABLE_CAP_BYTES else None
+        finally:
+            conn.close()
+
     def restore_login(self, env: "TempEnv") -> None:
         """The restricted user's password as the job's environment made it."""
         conn = self.admin()
@@ -436,7 +456,9 @@ class Watchdog(threading.Thread):
     pass the memory limit. ``fired`` says why ("time", "cancel", "memory") or is None.
 
     Temporary MEMORY tables are private to their session and invisible here (MariaDB 10.11,
-    MySQL 8): they are bounded by ``max_heap_table_size`` and by the time limit."""
+    MySQL 8): they are bounded by the time limit and by what the session may raise
+    ``max_heap_table_size`` to, which only the server's ``--maximum-max_heap_table_size``
+    caps (the agent warns at start without one: `JudgeDb.heap_tables_unbounded`)."""
 
     def __init__(self, judge_db: JudgeDb, env: "TempEnv", thread_id: int, *, time_limit_ms: int,
                  memory_bytes: int, cancel: threading.Event):

@@ -375,6 +375,13 @@ def test_the_server_image_holds_every_folder_the_settings_read_files_from():
         assert Path(folder).relative_to(REPO).parts[0] in copied, folder
 
 
+def test_the_judge_mysql_caps_what_a_session_may_raise_its_in_memory_tables_to(compose):
+    command = compose["services"]["judge-mysql"]["command"]
+    for option in ("--maximum-max_heap_table_size", "--maximum-tmp_table_size"):
+        (value,) = [item.split("=", 1)[1] for item in command if item.startswith(option + "=")]
+        assert value.endswith("M") and int(value[:-1]) <= 256, (option, value)
+
+
 def test_dockerfiles_use_the_requested_base_and_packages():
     server = (DEPLOY / "Dockerfile.server").read_text()
     agent = (DEPLOY / "Dockerfile.agent").read_text()

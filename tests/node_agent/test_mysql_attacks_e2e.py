@@ -130,6 +130,8 @@ def test_a_judge_server_that_lets_table_files_go_anywhere_is_named_at_start(plan
         conn.close()
     agent, _ = launch(plane, "mysql", slots=1)
     assert ("the judge server follows symbolic links" in agent.logs()) == follows
+    # Nor does this server cap what a session may raise its in-memory tables to.
+    assert "the judge server lets a session raise its in-memory table sizes" in agent.logs()
 
 
 @pytest.mark.parametrize("attack", ATTACKS)

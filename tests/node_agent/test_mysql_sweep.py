@@ -85,3 +85,10 @@ def test_a_prepared_xa_transaction_left_by_a_submission_does_not_keep_its_databa
         assert not [row for row in cursor.fetchall() if b"kece-sweep-test" in bytes(row[3])]
     finally:
         admin.close()
+
+
+def test_a_server_that_lets_a_session_raise_its_in_memory_tables_is_told_apart(judge_db):
+    """The suite's MariaDB runs without --maximum-max_heap_table_size: a session may raise its
+    in-memory tables to 4 GiB, which the agent names at start (a temporary MEMORY table is in
+    no memory its watchdog sees)."""
+    assert judge_db.heap_tables_unbounded() == 4 << 30

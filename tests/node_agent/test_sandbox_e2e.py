@@ -206,6 +206,17 @@ server.bind(("127.0.0.1", 0))
 a, b = map(int, input().split())
 print(a + b)
 """
+# io_uring_setup(2): the ring through which a socket is opened without socket(2).
+IO_URING = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+ring = libc.syscall(425, 8, params)
+if ring >= 0:
+    raise SystemExit("an io_uring ring was set up")
+a, b = map(int, input().split())
+print(a + b)
+"""
 # Prints the answer only if the reservation was refused: 1 GiB held on the agent's disk under
 # stdout, its size still 0, past the file size limit.
 DISK_RESERVATION = """
@@ -219,13 +230,15 @@ print("reserved" if reserved else a + b)
 
 
 def test_kernel_memory_and_disk_no_limit_counts_cannot_be_taken(plane, launch):
-    """Message queues and TCP buffers are in no resident set and no tmpfs; a reservation
-    under an output file is disk past its size limit (it filled the workspace, and other
-    jobs' output failed with it). Each is refused; the agent carries on."""
-    agent, before, (queues, tcp, disk) = judge_attacks(plane, launch, "python",
-                                                       [MSGQ_HOARD, TCP_HOARD, DISK_RESERVATION], FILE_LIMITS)
+    """Message queues and TCP buffers are in no resident set and no tmpfs (and io_uring
+    opened an IP socket without socket(2)); a reservation under an output file is disk past
+    its size limit (it filled the workspace, and other jobs' output failed with it). Each is
+    refused; the agent carries on."""
+    agent, before, (queues, tcp, disk, ring) = judge_attacks(
+        plane, launch, "python", [MSGQ_HOARD, TCP_HOARD, DISK_RESERVATION, IO_URING], FILE_LIMITS)
     assert queues["verdict"] == "RE" and tcp["verdict"] == "RE", (queues, tcp)
     assert disk["verdict"] == "AC", "the reservation was refused: the program printed the answer"
+    assert ring["verdict"] == "AC", "io_uring, which opens sockets without socket(2), was refused"
     assert agent.alive()
     assert_nothing_left(agent, before)
 
