@@ -161,6 +161,7 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         # Its own account, unless the test chose the database; `database` counts what it does.
         self.database = None if database_url else DatabaseAccount()
+        self.metrics_dir = tempfile.mkdtemp(prefix="kece-live-metrics-")  # removed when it stops
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url or "",
@@ -170,7 +171,7 @@ class LiveServer:
             "KECE_LOG_LEVEL": os.environ.get("KECE_LOG_LEVEL", "WARNING"),
             "PYTHONPATH": str(self.root),
             # Its own metrics files: it empties them as it starts (`kece.serve`).
-            "KECE_METRICS_DIR": tempfile.mkdtemp(prefix="kece-live-metrics-"),
+            "KECE_METRICS_DIR": self.metrics_dir,
             **{k: str(v) for k, v in (env or {}).items()},
         }
         if "REDIS_URL" in self.env and not self.env["REDIS_URL"]:
@@ -211,6 +212,7 @@ class LiveServer:
             stop_process_group(self.process, 10)
         if self.database is not None:
             self.database.drop()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)  # a server is started once
 
     def __enter__(self):
         return self.start()
