@@ -145,6 +145,10 @@ def main() -> int:
                           "a submission's temporary MEMORY table can hold the server's memory past its limit; start "
                           "it with --maximum-max_heap_table_size and --maximum-tmp_table_size (for instance 64M)",
                           reachedBytes=reached)
+            if (path := judge_db.temporary_tables_grow_the_disk()) is not None:
+                log.event(logger, logging.WARNING, "the judge server's temporary tablespace has no size bound: a "
+                          "submission's temporary InnoDB tables grow it on disk until the server restarts; start it "
+                          "with --innodb-temp-data-file-path=ibtmp1:12M:autoextend:max:1G", setting=path)
         else:
             check_runtime(config, sandbox)
     except RuntimeError as exc:

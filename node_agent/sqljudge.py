@@ -185,6 +185,22 @@ class JudgeDb:
         finally:
             conn.close()
 
+    def temporary_tables_grow_the_disk(self) -> str | None:
+        """MariaDB keeps a submission's temporary InnoDB tables in ibtmp1, which grows with
+        them and shrinks only when the server restarts: its path setting when that file has
+        no `:max:` (the disk then has no bound but its own), else None. MySQL 8 gives each
+        session a temporary tablespace of its own and takes it back at disconnect."""
+        if self.flavor() != "mariadb":
+            return None
+        conn = self.admin()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT @@innodb_temp_data_file_path")
+            path = _str(cur.fetchone()[0])
+            return path if "autoextend" in path and ":max:" not in path else None
+        finally:
+            conn.close()
+
     def restore_login(self, env: "TempEnv") -> None:
         """The restricted user's password as the job's environment made it."""
         conn = self.admin()

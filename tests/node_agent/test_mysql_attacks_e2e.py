@@ -117,6 +117,17 @@ ATTACKS = {
 }
 
 
+def _server_says(variable: str) -> str:
+    conn = _admin()
+    try:
+        cur = conn.cursor()
+        cur.execute(f"SELECT {variable}")
+        value = cur.fetchone()[0]
+        return value.decode() if isinstance(value, bytes) else str(value)
+    finally:
+        conn.close()
+
+
 def test_a_judge_server_that_lets_table_files_go_anywhere_is_named_at_start(plane, launch):
     """A submission's CREATE TABLE … DATA DIRECTORY writes where the server may (this test
     server follows symbolic links, as MariaDB does unless told not to): the agent says so."""
@@ -130,8 +141,11 @@ def test_a_judge_server_that_lets_table_files_go_anywhere_is_named_at_start(plan
         conn.close()
     agent, _ = launch(plane, "mysql", slots=1)
     assert ("the judge server follows symbolic links" in agent.logs()) == follows
-    # Nor does this server cap what a session may raise its in-memory tables to.
+    # Nor does this server cap what a session may raise its in-memory tables to, or its
+    # temporary tablespace (Debian's MariaDB: ibtmp1:12M:autoextend).
     assert "the judge server lets a session raise its in-memory table sizes" in agent.logs()
+    unbounded = ":max:" not in _server_says("@@innodb_temp_data_file_path") and "MariaDB" in _server_says("@@version")
+    assert ("the judge server's temporary tablespace has no size bound" in agent.logs()) == unbounded
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
