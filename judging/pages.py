@@ -176,7 +176,7 @@ def _live(submission, *, now, viewer) -> dict:
     cases_total = len((job.snapshot or {}).get("cases") or []) if job else 0
     final = display.is_final(status)
     return {
-        "status": status, "final": final, "icon": display.status_icon(status),
+        "status": status, "final": final, "icon": display.status_icon(status), "hidden": hidden is not None,
         # A result an exam keeps until its hand-in or publishing comes in hours, not seconds.
         "poll_s": HIDDEN_POLL_S if hidden else 1,
         "verdict_class": display.verdict_class(status),
@@ -204,16 +204,17 @@ def submission_detail(request, submission_type: str, submission_id: int):
     if (response := _login_required(request)) is not None:
         return response
     submission = _own_submission(request, submission_type, submission_id)
-    context = {"submission": submission, "live": _live(submission, now=timezone.now(), viewer=request.user),
-               **_record(submission, request.user)}
+    live = _live(submission, now=timezone.now(), viewer=request.user)
+    context = {"submission": submission, "live": live, **_record(submission, request.user, hidden=live["hidden"])}
     return render(request, "judging/submission_detail.html", context)
 
 
-def _record(submission, viewer) -> dict:
-    """Who judged the submission, and each attempt: the page's record below its status."""
+def _record(submission, viewer, *, hidden: bool) -> dict:
+    """Who judged the submission, and each attempt: the page's record below its status.
+    `hidden`: the result is still hidden from the viewer (`_live` found out)."""
     # A result still hidden from the viewer (an exam's, before publishing) hides who judged it,
     # how and when too: a judged attempt's end says the result is in, its length hints at it.
-    if hidden_wait(submission, viewer) is not None:
+    if hidden:
         return {"history": [], "provenance": [], "show_nodes": can_manage_judgers(viewer)}
     history = submission_history(submission)
     judged_generation = submission.judged_generation if submission.verdict else None
@@ -232,7 +233,7 @@ def submission_live(request, submission_type: str, submission_id: int):
     if context["live"]["final"]:
         # The last poll: the record below, written while it was judged, is replaced too
         # (out of band), or the page would show the verdict above "being judged now".
-        context |= _record(submission, request.user) | {"oob": True}
+        context |= _record(submission, request.user, hidden=context["live"]["hidden"]) | {"oob": True}
         html = render_to_string("judging/_submission_live.html", context, request) + \
             render_to_string("judging/_submission_record.html", context, request)
         response = HttpResponse(html)

@@ -105,7 +105,7 @@ def submission_json(submission, *, now, shown=None) -> dict:
         "submissionType": submission.TYPE,
         "submissionId": submission.pk,
         "status": status,
-        "waitReason": wait_reason if status == "PENDING" else None,  # why it waits, when it does
+        "waitReason": _waiting_for(status, wait_reason),
         "verdict": submission.verdict if judged else None,
         "score": submission.score if judged else None,
         "timeMs": submission.time_ms if judged else None,
@@ -115,12 +115,17 @@ def submission_json(submission, *, now, shown=None) -> dict:
     }
 
 
+def _waiting_for(status: str, reason: str | None) -> str | None:
+    """`waitReason`: why a submission waits, only while it does (PENDING)."""
+    return reason if status == "PENDING" else None
+
+
 def unpublished_json(submission, waiting: str) -> dict:
     """An OI exam's submission before its results are published: waiting, whatever its job did
     (or CANCELLED, one its hand-in did not judge)."""
     status = held_status(waiting)
     return {"submissionType": submission.TYPE, "submissionId": submission.pk, "status": status,
-            "waitReason": waiting if status == "PENDING" else None, "verdict": None, "score": None, "timeMs": None,
+            "waitReason": _waiting_for(status, waiting), "verdict": None, "score": None, "timeMs": None,
             "memoryKb": None, "cases": []}
 
 
