@@ -11,6 +11,7 @@ import json
 import threading
 
 from django.conf import settings
+from django.contrib.messages.storage.cookie import CookieStorage
 from django.http import HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
 from django.utils import timezone
@@ -104,8 +105,11 @@ class SummaryView(ContractView):
 
 
 def _is_anonymous_and_plain(request) -> bool:
-    """No session (so no user), no query: every such visitor of a page sees the same bytes."""
-    return settings.SESSION_COOKIE_NAME not in request.COOKIES and not request.META.get("QUERY_STRING")
+    """No session (so no user), no query and no notices waiting for this visitor (a
+    notice travels in a cookie of its own, e.g. after a form sent without a session):
+    every such visitor of a page sees the same bytes."""
+    return (settings.SESSION_COOKIE_NAME not in request.COOKIES and CookieStorage.cookie_name not in request.COOKIES
+            and not request.META.get("QUERY_STRING"))
 
 
 @require_GET

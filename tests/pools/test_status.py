@@ -190,6 +190,23 @@ def test_anonymous_visitors_share_one_rendering_of_the_homepage_until_the_status
     assert with_query.templates and "2 / 5 runtimes available" in with_query.content.decode()
 
 
+def test_a_visitors_notice_is_shown_to_that_visitor_and_never_shared_with_the_others(node_a):
+    """A notice waiting in a visitor's cookie (a form sent without a session) is that
+    visitor's: the first visit after a refresh must not make it the shared page's."""
+    from django.contrib.messages import constants
+    from django.contrib.messages.storage.base import Message
+    from django.contrib.messages.storage.cookie import CookieStorage
+    from django.test import RequestFactory
+
+    notice = CookieStorage(RequestFactory().get("/"))._encode([Message(constants.SUCCESS, "Answer saved.")])
+    snapshot.refresh_step()
+    with_notice = Client()
+    with_notice.cookies["messages"] = notice
+    assert "Answer saved." in with_notice.get("/").content.decode()
+    assert "Answer saved." not in Client().get("/").content.decode()
+    assert "Answer saved." not in with_notice.get("/").content.decode()  # shown once
+
+
 def test_a_signed_in_visitor_never_gets_the_shared_homepage(client, student, node_a):
     snapshot.refresh_step()
     assert "Sign in" in Client().get("/").content.decode()  # the shared page exists now
