@@ -7,6 +7,7 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 import ipaddress
 import re
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -92,6 +93,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "kece",
     "pools",
     "nodes",
@@ -107,6 +109,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a refused sign-in into `kece.signin.refused`'s page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Paths of the contract never end in a slash and never redirect.
@@ -327,7 +331,28 @@ KECE_IN_PROCESS_SCHEDULER = env.bool("KECE_IN_PROCESS_SCHEDULER", default=not RE
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
 ]
+# Password sign-in (the site's form and the Django admin's) refused for an account and a
+# client address together after KECE_SIGNIN_FAILURES wrong passwords, for
+# KECE_SIGNIN_LOCKOUT_MINUTES, checked before any password is hashed (`kece.signin`).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("KECE_SIGNIN_FAILURES", default=5)
+if AXES_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured("KECE_SIGNIN_FAILURES must be at least 1")
+_signin_lockout_minutes = env.int("KECE_SIGNIN_LOCKOUT_MINUTES", default=15)
+if _signin_lockout_minutes < 1:
+    raise ImproperlyConfigured("KECE_SIGNIN_LOCKOUT_MINUTES must be at least 1")
+AXES_COOLOFF_TIME = timedelta(minutes=_signin_lockout_minutes)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# A try while refused is not another failure: the wait ends when the page said it would.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_DISABLE_ACCESS_LOG = True  # failures only, each kept until its lockout time has passed
+AXES_LOCKOUT_CALLABLE = "kece.signin.refused"
+AXES_CLIENT_IP_CALLABLE = "kece.signin.client_address"
+AXES_SENSITIVE_PARAMETERS = []  # the logs name the account and the address (never the password)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 # Signed out: the homepage, not the Django admin's "Logged out" page.

@@ -167,3 +167,20 @@ def test_the_proxy_gives_each_request_an_id_the_server_echoes_and_keeps_the_clie
     # the answer first.
     wait_until(lambda: "rid=client-chosen-id-1" in (tmp_path / "access.log").read_text(), timeout=20,
                message="the access log records the client's request id")
+
+
+def test_the_proxy_bounds_how_fast_one_address_sends_sign_ins_and_never_limits_the_page(proxy, tmp_path):
+    origin, _client_tls, _internal = proxy
+    browser, ca = requests.Session(), str(tmp_path / "ca.pem")
+    pages = [browser.get(origin + "/accounts/login/", verify=ca, timeout=20).status_code for _ in range(130)]
+    assert set(pages) == {200}
+    token = browser.cookies["csrftoken"]
+    answers = [browser.post(origin + "/accounts/login/", verify=ca, timeout=20, headers={"Referer": origin + "/accounts/login/"},
+                            data={"username": "nobody", "password": "guess", "csrfmiddlewaretoken": token})
+               for _ in range(200)]
+    # A burst of 120 passes whatever the pace (a classroom signing in at once); then one a second.
+    assert {a.status_code for a in answers[:120]} <= {200, 429}
+    assert not any("Too many sign-ins from this address" in a.text for a in answers[:120])
+    from_proxy = [a for a in answers[120:] if "Too many sign-ins from this address" in a.text]
+    assert from_proxy and all(a.status_code == 429 and a.headers["Retry-After"] == "60" for a in from_proxy)
+    assert "请等一分钟再试" in from_proxy[0].text
