@@ -667,6 +667,14 @@ LOGGING = {
         "uvicorn": {"handlers": ["console"], "propagate": False},
         "uvicorn.error": {"handlers": [], "propagate": True},
         "uvicorn.access": {"handlers": ["console"], "propagate": False},
+        # Every task's "received", "succeeded" and beat's "sending due task": about 400 lines
+        # a minute from an idle worker (its periodic steps run every few seconds), which would
+        # rotate a night's warnings and the daily reconciliation out of the kept logs. A
+        # failing task is still logged, at ERROR.
+        **{name: {"level": "WARNING"} for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")},
+        # A request for a host not in ALLOWED_HOSTS (a scanner at the address) is answered
+        # 400; its traceback at ERROR would drown the errors that matter.
+        "django.security.DisallowedHost": {"handlers": [], "propagate": False},
     },
 }
 

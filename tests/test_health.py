@@ -456,10 +456,10 @@ def test_with_its_mariadb_paused_requests_answer_503_at_once_and_their_retries_l
     assert node.result(job["jobId"], result).json()["status"] == "duplicate"
 
 
-def _with_every_user_thread_held(settings, *paths):
+def _with_every_user_thread_held(settings, *paths, lane="USER", threads="KECE_WEB_THREADS"):
     """The answers to GETs of `paths` and a HEAD of the first, through the ASGI application,
-    while each user-lane thread is held (a stalled database holds them up to its read
-    timeout, a burst queues on them)."""
+    while each thread of a lane (the user lane unless named) is held (a stalled database
+    holds them up to its read timeout, a burst queues on them)."""
     import asyncio
     import threading
 
@@ -471,7 +471,7 @@ def _with_every_user_thread_held(settings, *paths):
     release = threading.Event()
 
     async def main():
-        held = [asyncio.ensure_future(lanes.USER.run(release.wait)) for _ in range(settings.KECE_WEB_THREADS)]
+        held = [asyncio.ensure_future(getattr(lanes, lane).run(release.wait)) for _ in range(getattr(settings, threads))]
         try:
             transport = httpx.ASGITransport(app=application)
             async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
@@ -492,6 +492,16 @@ def test_liveness_answers_while_every_user_thread_waits(settings):
     the supervisor restart a process that is alive."""
     (answer,), head = _with_every_user_thread_held(settings, "/livez")
     assert (answer.status_code, answer.text, answer.headers["Cache-Control"]) == (200, "ok\n", "no-store")
+    assert (head.status_code, head.content) == (200, b"")
+
+
+def test_the_metrics_answer_while_every_admin_thread_waits(settings, redis_of_our_own):
+    """A scrape sends no SQL: a stalled database holding the console's and the admin API's
+    requests must not make it time out (the target would look down, and every alert
+    reading its figures go blind just when they are needed)."""
+    settings.KECE_METRICS_TOKEN = ""
+    (scraped,), head = _with_every_user_thread_held(settings, "/metrics", lane="ADMIN", threads="KECE_ADMIN_THREADS")
+    assert scraped.status_code == 200 and "# TYPE kece_jobs_queued gauge" in scraped.text
     assert (head.status_code, head.content) == (200, b"")
 
 

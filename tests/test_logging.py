@@ -5,6 +5,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import re
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 
 from kece.logging import JsonFormatter, RedactingFilter, RequestIdFilter, TextFormatter, request_id
 from node_agent import log as agent_log
+from tests.live import ROOT
 
 SECRETS = ["hunter2-database-pw", "0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6", "Zx9_joincodejoincode-AAAA"]
 
@@ -104,3 +106,31 @@ def test_a_request_id_is_the_clients_when_sane_else_a_new_one_echoed_in_the_answ
     assert answer.status_code == 200
     echoed = answer.headers["X-Request-ID"]
     assert echoed == offered if kept else re.fullmatch(r"[0-9a-f]{32}", echoed)
+
+
+def test_an_idle_workers_routine_and_a_scanners_wrong_host_write_nothing_and_a_failing_task_does():
+    """What the server's processes log as configured: not every periodic task's receipt and
+    success (hundreds of lines a minute, which would rotate the night's warnings out), nor a
+    traceback for each request to a host the site is not; a failing task still is."""
+    import subprocess
+    import sys
+
+    script = (
+        "import django, logging; django.setup()\n"
+        "from django.test import Client\n"
+        "trace = logging.getLogger('celery.app.trace')\n"
+        "trace.info('Task kece.periodic.reap[1] succeeded in 0.01s: None')\n"
+        "logging.getLogger('celery.beat').info('Scheduler: Sending due task reap')\n"
+        "logging.getLogger('celery.worker.strategy').info('Task kece.periodic.reap[2] received')\n"
+        "print(Client(HTTP_HOST='scanner.example').get('/').status_code, flush=True)\n"
+        "trace.error('Task kece.events.dispatch[3] raised unexpected: RuntimeError()')\n")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "kece.settings", "DEBUG": "0", "SECRET_KEY": "x" * 50,
+           "ALLOWED_HOSTS": "judge.example.org", "KECE_LOG_FORMAT": "json", "KECE_LOG_LEVEL": "INFO"}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.stdout.strip() == "400", done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    messages = [line["message"] for line in lines]
+    assert not any(word in " ".join(messages) for word in ("succeeded", "Sending due task", "received", "HTTP_HOST"))
+    assert [line["level"] for line in lines if "raised unexpected" in line["message"]] == ["ERROR"]
