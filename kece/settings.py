@@ -636,6 +636,12 @@ KECE_PROBE_ALLOWED_PORTS = _port_ranges(env.list("KECE_PROBE_ALLOWED_PORTS", def
 KECE_PROBE_TIMEOUT_MS = _positive_ms("KECE_PROBE_TIMEOUT_MS", 10000)
 # CA bundle that signs the nodes' health-endpoint certificates (default: the system's).
 KECE_PROBE_CA_FILE = env.str("KECE_PROBE_CA_FILE", default="")
+# Where agents reach the node API (the internal listener), for the console's command that
+# starts one: the site's own address when unset (the embedded default serves both).
+KECE_NODE_API_URL = env.str("KECE_NODE_API_URL", default="").strip().rstrip("/")
+if KECE_NODE_API_URL and not re.fullmatch(r"https?://[^/?#\s]+", KECE_NODE_API_URL):
+    raise ImproperlyConfigured(f"KECE_NODE_API_URL must be an origin such as https://kece-internal:8443, "
+                               f"got {KECE_NODE_API_URL!r}")
 # A self-check the node has not finished by then fails.
 KECE_SELF_CHECK_TIMEOUT_MS = _positive_ms("KECE_SELF_CHECK_TIMEOUT_MS", 360000)
 # Accept nodes whose agent runs user code in the weak (rlimit-only) sandbox. Development only.

@@ -290,7 +290,10 @@ def join(request, node_id: int):
     shown = request.session.pop(_join_code_key(node.pk), None)
     context["code"] = shown["code"] if shown else ""
     context["expires_at"] = parse_datetime(shown["expiresAt"]) if shown else None
-    context["control_url"] = request.build_absolute_uri("/").rstrip("/")
+    # The internal listener agents use; the page's own address only where one server is both.
+    context["control_url"] = settings.KECE_NODE_API_URL or request.build_absolute_uri("/").rstrip("/")
+    # Compose's agent for a pool keeps one credential: only the node of that name is it.
+    context["compose_agent"] = node.name == f"agent-{node.pool}"
     context["health_port"] = urlsplit(node.base_url).port or 443
     return render(request, "nodes/console/join.html", context)
 

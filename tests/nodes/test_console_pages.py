@@ -158,12 +158,26 @@ def test_registering_shows_the_join_code_once(admin):
     first = admin.get(response["Location"])
     code = re.search(r'<code id="join-code">([^<]+)</code>', first.content.decode()).group(1)
     assert JoinCode.objects.filter(node=node, used_at__isnull=True).count() == 1
-    assert f"JUDGE_POOL=python" in first.content.decode() and "./set-join-code.sh python" in first.content.decode()
+    command = first.content.decode()
+    # The site's own address where nothing says otherwise (one server is both), over plain HTTP
+    # no CA; not Compose's agent-python, so no Compose line that would overwrite its credential.
+    assert "JUDGE_POOL=python JUDGE_CONTROL_URL=http://testserver \\\n" in command
+    assert "JUDGE_CA_FILE" not in command and "set-join-code.sh" not in command
     assert first["Cache-Control"] == "no-store"
     again = admin.get(response["Location"]).content.decode()
     assert code not in again
     assert "The join code was shown once and is not shown again." in again
     assert NodeAudit.objects.filter(node=node, action="register", actor_name="alice").exists()
+
+
+def test_the_agents_command_names_the_internal_listener_and_its_ca_and_composes_agent_its_line(admin, settings):
+    """Behind a proxy the page's address is the public site, which refuses the node API:
+    the command names the listener agents use, and its private CA."""
+    settings.KECE_NODE_API_URL = "https://kece-internal:8443"
+    response = _register(admin, name="agent-python")
+    command = admin.get(response["Location"]).content.decode()
+    assert "JUDGE_CONTROL_URL=https://kece-internal:8443 \\\nJUDGE_CA_FILE=/etc/kece-judge/internal-ca.pem \\\n" in command
+    assert "./set-join-code.sh python" in command and "docker compose up -d agent-python" in command
 
 
 def test_a_refused_registration_says_why_in_a_sentence_and_keeps_the_form(admin):
