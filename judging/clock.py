@@ -40,13 +40,15 @@ def _measure() -> float | None:
     db = connection.settings_dict
     try:
         link = MySQLdb.connect(host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306), user=db["USER"],
-                               passwd=db["PASSWORD"] or "", connect_timeout=2, read_timeout=2, write_timeout=2)
+                               passwd=db["PASSWORD"] or "", connect_timeout=2, read_timeout=2, write_timeout=2,
+                               init_command="SET time_zone = '+00:00'")
     except MySQLdb.Error:
         return None
     try:
         cursor = link.cursor()
         before = time.time()
-        # NOW(6) in the session's time zone, read back as Unix seconds in that zone: UTC either way.
+        # NOW(6) read back as Unix seconds in the session's zone, UTC: in a zone with daylight
+        # saving the repeated hour would read an hour ahead.
         cursor.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
         database = float(cursor.fetchone()[0])
         after = time.time()

@@ -159,6 +159,11 @@ else:
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options.setdefault("isolation_level", "read committed")
     options.setdefault("charset", "utf8mb4")
+    # What the code relies on, whatever the server's defaults: a value that does not fit is
+    # an error, never cut short or replaced (strict); and times in SQL are UTC (a server kept
+    # in local time would otherwise read an hour off in daylight saving's repeated hour).
+    options.setdefault("init_command", "SET sql_mode = 'STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+                                       "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00'")
     # A database host that stops answering (a cut link, a paused server) fails a request
     # within these bounds, answered 503 with Retry-After, instead of holding it, its thread
     # and its client for as long as the outage lasts. The web tier's statements take

@@ -156,3 +156,72 @@ def test_a_session_without_statement_bounds_may_stay_inside_its_transaction():
         assert _locked_elsewhere(node.pk)
     finally:
         silent.close()
+
+
+def test_a_session_is_strict_and_in_utc_whatever_the_servers_defaults():
+    """A value too long is an error, not cut short; times in SQL are UTC (a server kept in
+    local time reads an hour off in daylight saving's repeated hour)."""
+    from django.db import DataError
+
+    from tests.factories import HostGroupFactory
+
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.sql_mode, @@SESSION.time_zone")
+        mode, zone = cursor.fetchone()
+    assert "STRICT_TRANS_TABLES" in mode.split(",") and zone == "+00:00"
+    with pytest.raises(DataError):
+        HostGroupFactory(name="n" * 300)
+
+
+def test_migrate_refuses_a_database_that_cannot_hold_chinese_text(tmp_path):
+    """On a server left at latin1, the tables `migrate` makes would refuse every Chinese
+    name, title and line of code (1366): it stops before making any and says how to fix it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.live import ROOT
+
+    settings_dict = connection.settings_dict
+    name = f"{settings_dict['NAME']}_latin1"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET latin1")
+    try:
+        url = f"mysql://{settings_dict['USER']}:{settings_dict['PASSWORD']}@{settings_dict['HOST'] or '127.0.0.1'}:" \
+              f"{settings_dict['PORT'] or 3306}/{name}"
+        env = {**os.environ, "DATABASE_URL": url, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "kece.settings"}
+        done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and "kece.E001" in done.stderr and "utf8mb4" in done.stderr, done.stderr
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s", [name])
+            assert cursor.fetchone()[0] == 0
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_migrate_bounds_how_long_a_table_change_waits_for_its_lock():
+    """An ALTER waiting for a table's lock holds every later statement on that table: the
+    migration's connection waits a bounded time, the site's connections keep theirs."""
+    from django.core.management import call_command
+    from django.db.models.signals import post_migrate
+
+    seen = []
+
+    def during_migrate(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@SESSION.lock_wait_timeout")
+            seen.append(int(cursor.fetchone()[0]))
+
+    post_migrate.connect(during_migrate, weak=False)
+    try:
+        call_command("migrate", "--lock-wait", "7", verbosity=0)
+    finally:
+        post_migrate.disconnect(during_migrate)
+    assert seen and set(seen) == {7}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.lock_wait_timeout")
+        assert int(cursor.fetchone()[0]) > 7  # a new connection, the server's own
