@@ -25,6 +25,17 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Debian starts a package's service on install: the tests run nginx and Sentinel processes
+  # of their own, on loopback ports, for their length only; none is wanted running here.
+  for service in nginx redis-sentinel; do
+    case " ${need_apt[*]} " in *" $service "*) ;; *) continue ;; esac
+    if [ -d /run/systemd/system ]; then
+      $SUDO systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$service" ]; then
+      $SUDO "/etc/init.d/$service" stop >/dev/null 2>&1 || true
+      $SUDO update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 # promtool checks and unit-tests the alert rules (tests/deploy/test_prometheus.py), and the
