@@ -1018,14 +1018,40 @@ def test_docker_compose_config_accepts_the_file(made_secrets):
     result = subprocess.run(["docker", "compose", "-f", str(COMPOSE_FILE), "--profile", "agents", "config", "--quiet"],
                             cwd=DEPLOY, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    remote = subprocess.run(["docker", "compose", "-f", str(COMPOSE_FILE), "-f", str(DEPLOY / "remote-judges.yaml"),
+                             "config", "--format", "json"], cwd=DEPLOY, capture_output=True, text=True, timeout=120,
+                            env={**env, "KECE_INTERNAL_LISTEN": "10.0.0.5:8443"})
+    assert remote.returncode == 0, remote.stderr
+    services = json.loads(remote.stdout)["services"]
+    assert {"data", "judge", "judge-remote"} <= set(services["probe-worker"]["networks"])
 
 
 def test_every_setting_of_the_compose_file_is_in_its_env_example_with_its_default():
-    """`.env.example` is the list of what the file set reads from `.env`: an operator who
+    """`.env.example` is the list of what the file set (and its override for remote judges) reads from `.env`: an operator who
     copies it sees every setting, commented out at the default the file applies."""
-    used = dict(re.findall(r"\$\{(KECE_[A-Z_]+)(?::[-?]([^}]*))?\}", COMPOSE_FILE.read_text()))
+    files = COMPOSE_FILE.read_text() + (DEPLOY / "remote-judges.yaml").read_text()
+    used = dict(re.findall(r"\$\{(KECE_[A-Z_]+)(?::[-?]([^}]*))?\}", files))
     example = dict(re.findall(r"^#?(KECE_[A-Z_]+)=(.*)$", (DEPLOY / ".env.example").read_text(), re.M))
     assert set(used) == set(example)
     for name, default in used.items():
         if not default.startswith("set "):  # a required one (`:?`): the example gives a value
             assert example[name] == default, name
+
+
+def test_remote_judges_are_probed_over_a_network_that_leaves_the_host_and_reach_a_private_listener():
+    """compose.yaml's networks are all internal: a judge machine elsewhere joins but its
+    connectivity check can reach nothing off the host. The override lets the probes (and
+    web's resolution at registration) out and publishes the internal listener on the address
+    given, never on all of them."""
+    override = yaml.safe_load((DEPLOY / "remote-judges.yaml").read_text())
+    compose = load_compose()
+    added = {name: set(service["networks"]) for name, service in override["services"].items() if "networks" in service}
+    assert added == {"probe-worker": {"judge-remote"}, "web": {"judge-remote"}}
+    assert not override["networks"]["judge-remote"].get("internal")
+    assert all(compose["networks"][name].get("internal") for name in compose["networks"] if name != "edge")
+    (published,) = override["services"]["proxy"]["ports"]
+    with pytest.raises(KeyError):
+        interpolate(published, BASE_ENV)  # no default: the operator names the private address
+    assert interpolate(published, {**BASE_ENV, "KECE_INTERNAL_LISTEN": "10.0.0.5:8443"}) == "10.0.0.5:8443:8443"
+    example = (DEPLOY / ".env.example").read_text()
+    assert "#KECE_INTERNAL_LISTEN=" in example
