@@ -1055,3 +1055,19 @@ def test_remote_judges_are_probed_over_a_network_that_leaves_the_host_and_reach_
     assert interpolate(published, {**BASE_ENV, "KECE_INTERNAL_LISTEN": "10.0.0.5:8443"}) == "10.0.0.5:8443:8443"
     example = (DEPLOY / ".env.example").read_text()
     assert "#KECE_INTERNAL_LISTEN=" in example
+
+
+def test_the_metrics_tokens_steps_give_prometheus_the_file_its_scrapes_read(tmp_path):
+    """Following "Monitoring" (uncomment the secret, its line under prometheus, and both
+    jobs' authorization) gives each scrape the token's file at the path it reads."""
+    uncommented = re.sub(r"(?m)^(\s*)# (- metrics_token|metrics_token:|  file: \$\{KECE_SECRETS_DIR)", r"\1\2",
+                         COMPOSE_FILE.read_text())
+    compose = interpolate(yaml.safe_load(uncommented), BASE_ENV)
+    assert compose["secrets"]["metrics_token"]["file"].endswith("/metrics_token")
+    mounted = {s if isinstance(s, str) else s.get("target", s["source"]) for s in compose["services"]["prometheus"]["secrets"]}
+    assert "metrics_token" in mounted
+    config = yaml.safe_load(re.sub(r"(?m)^(\s*)# (authorization:|  credentials_file:)", r"\1\2",
+                                   (DEPLOY.parent / "prometheus" / "prometheus.yml").read_text()))
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    for name in ("kece", "kece-node-api"):
+        assert jobs[name]["authorization"]["credentials_file"] == "/run/secrets/metrics_token"
