@@ -73,7 +73,7 @@ def compute_figures(*, now, queued=None) -> dict:
     rows only (queued, running, pending; the nodes table is the fleet), however long the
     history. Kept apart from the public snapshot, which every page reads."""
     from judging.models import EventState, SettlementEvent
-    from nodes.models import DesiredState, JudgeNode
+    from nodes.models import DesiredState, JudgeNode, ObservedState
     from nodes.selectors import observed_state
 
     queued = _queued(now) if queued is None else queued
@@ -99,9 +99,10 @@ def compute_figures(*, now, queued=None) -> dict:
         if node.pk in ready:
             slots[node.pool] = slots.get(node.pool, 0) + node.max_slots
             busy[node.pool] = busy.get(node.pool, 0) + min(node.running, node.max_slots)
-        # A node disabled on purpose is not silent, nor one drained of its work (`drain_node`
-        # says it may then be stopped): its age would keep KeceNodeSilent firing.
-        stopped_on_purpose = node.desired_state == DesiredState.DISABLED or (
+        # A node disabled on purpose is not silent (itself, revoked, or its machine's host
+        # group: the machine taken away for maintenance), nor one drained of its work
+        # (`drain_node` says it may then be stopped): its age would keep KeceNodeSilent firing.
+        stopped_on_purpose = key[1] == ObservedState.DISABLED or (
             node.desired_state == DesiredState.DRAINING and not node.running)
         if node.last_heartbeat_at is not None and not stopped_on_purpose:
             heartbeats.append([node.pool, node.name, age(node.last_heartbeat_at)])

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from judging.models import JobState, JudgeJob
-from nodes.models import DesiredState, JudgeNode
+from nodes.models import DesiredState, HostGroupStatus, JudgeHostGroup, JudgeNode
 from pools import snapshot
 from pools.registry import POOLS
 from tests.factories import UserFactory, make_node, make_problem
@@ -320,6 +320,9 @@ def test_the_operators_figures_count_dead_events_and_leave_out_nodes_stopped_on_
     submit(student, cpp, language="cpp", code="int main(){}")
     assert claim(draining_identity)
     JudgeNode.objects.filter(pk__in=[drained.pk, draining.pk]).update(desired_state=DesiredState.DRAINING)
+
+    on_a_machine_taken_away, _ = make_node(pool="python", name="machine-off")
+    JudgeHostGroup.objects.filter(pk=on_a_machine_taken_away.host_group_id).update(status=HostGroupStatus.DISABLED)
 
     figures = snapshot.compute_figures(now=now + timedelta(minutes=5))
     assert figures["outboxDead"] == 1
