@@ -46,23 +46,31 @@ def _probe_connection():
     return base.__class__({**base.settings_dict, "OPTIONS": options}, alias=DEFAULT_DB_ALIAS)
 
 
+_probe = None  # the checks' connection, kept between probes (used by their one thread only)
+
+
 def _check_database() -> str | None:
-    """None when the database answers and is migrated; else what is wrong."""
-    global _migrated
-    probe = _probe_connection()
+    """None when the database answers and is migrated; else what is wrong. The connection
+    is kept: a probe that needed a new one each time would fail, and take every process out
+    of service, whenever the server is at its connection limit while the processes' own
+    connections serve on. It is opened again after a failure."""
+    global _migrated, _probe
+    if _probe is None:
+        _probe = _probe_connection()
     try:
-        with probe.cursor() as cursor:
+        with _probe.cursor() as cursor:
             cursor.execute("SELECT 1")
         if not _migrated:
             from django.db.migrations.executor import MigrationExecutor
 
-            executor = MigrationExecutor(probe)
+            executor = MigrationExecutor(_probe)
             if executor.migration_plan(executor.loader.graph.leaf_nodes()):
                 return "migrations"
             _migrated = True
         return None
-    finally:
-        probe.close()
+    except Exception:
+        _probe.close()  # whatever broke, the next probe starts on a new connection
+        raise
 
 
 def _database() -> tuple[str, str | None]:
@@ -77,8 +85,15 @@ def _database() -> tuple[str, str | None]:
     except concurrent.futures.TimeoutError:
         return "database", "timeout"
     except Exception as exc:
-        return "database", type(exc).__name__
+        return "database", _named(exc)
     return ("migrations", "unapplied") if failure == "migrations" else ("database", None)
+
+
+def _named(exc: Exception) -> str:
+    """The error's class, with the driver's error number when it has one (`OperationalError
+    1040`: too many connections, 1045: access denied, 2003: cannot connect)."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    return type(exc).__name__ if code is None else f"{type(exc).__name__} {code}"
 
 
 _redis = None

@@ -45,8 +45,10 @@ def database_at(monkeypatch):
     def point(**values):
         for key, value in values.items():
             monkeypatch.setitem(connection.settings_dict, key, value)
+        health._probe = None  # the check keeps its connection: a new one, to the new place
     yield point
     health._pending = None
+    health._probe = None
 
 
 def readyz(client, verbose=True):
@@ -128,6 +130,41 @@ def test_a_database_without_the_migrations_is_not_ready(client, database_at, mon
         assert (statuses(body)["database"], statuses(body)["migrations"]) == ("ok", "failed")
     finally:
         admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
+
+
+def test_at_the_servers_connection_limit_a_process_serving_on_its_connections_stays_ready(client, database_at):
+    """The check keeps its connection: at the connection limit (more replicas than the
+    server allows) a probe that needed a new one each time would take every process out of
+    service while they all serve. What is refused is named by the driver's number."""
+    name = connection.settings_dict["NAME"]
+    admin = raw_connection()
+    cursor = admin.cursor()
+    cursor.execute("DROP USER IF EXISTS 'kece_probe_limit'@'%'")
+    cursor.execute("CREATE USER 'kece_probe_limit'@'%' IDENTIFIED BY 'probe-limit-pw' WITH MAX_USER_CONNECTIONS 2")
+    cursor.execute(f"GRANT SELECT ON `{name}`.* TO 'kece_probe_limit'@'%'")
+    others = []
+    try:
+        database_at(USER="kece_probe_limit", PASSWORD="probe-limit-pw")
+        assert readyz(client)[0] == 200
+        others.append(MySQLdb.connect(host="127.0.0.1", port=int(connection.settings_dict["PORT"] or 3306),
+                                      user="kece_probe_limit", passwd="probe-limit-pw", db=name))
+        assert readyz(client)[0] == 200, "one connection left: the check's own, kept"
+        cursor.execute("SELECT id FROM information_schema.processlist WHERE user = 'kece_probe_limit'")
+        [kept] = [row[0] for row in cursor.fetchall() if row[0] != others[0].thread_id()]
+        cursor.execute(f"KILL {kept}")  # the check's connection is gone, and its place taken
+        others.append(MySQLdb.connect(host="127.0.0.1", port=int(connection.settings_dict["PORT"] or 3306),
+                                      user="kece_probe_limit", passwd="probe-limit-pw", db=name))
+        errors = []
+        for _ in range(2):
+            status, body = readyz(client)
+            assert status == 503
+            errors.append(body["checks"][0]["error"])
+        assert errors[-1] == "OperationalError 1226", errors  # max_user_connections, by its number
+    finally:
+        for other in others:
+            other.close()
+        cursor.execute("DROP USER IF EXISTS 'kece_probe_limit'@'%'")
         admin.close()
 
 
@@ -222,7 +259,7 @@ class MariaDBOfOurOwn:
     def create_database(self, name: str) -> str:
         admin = MySQLdb.connect(host="127.0.0.1", port=self.port, user="root")
         try:
-            admin.cursor().execute(f"CREATE DATABASE `{name}`")
+            admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         finally:
             admin.close()
         return f"mysql://root:@127.0.0.1:{self.port}/{name}"
