@@ -160,7 +160,10 @@ def claimed(pool: str, jobs: list, *, now) -> None:
     m = get()
     m.claims.labels(pool, "jobs" if jobs else "empty").inc()
     for job in jobs:
-        m.queue_wait.labels(job.pool, job.priority_class).observe(_seconds(now, job.available_at))
+        # A student's or a rejudge's wait: not a node's self-check or the server's own
+        # canaries and cross-checks, which go ahead of every class.
+        if job.kind == "JUDGE" and not job.hidden:
+            m.queue_wait.labels(job.pool, job.priority_class).observe(_seconds(now, job.available_at))
 
 
 def settled(job, outcome: str, *, now) -> None:

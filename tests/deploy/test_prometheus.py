@@ -34,7 +34,7 @@ CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 NAMED_RULES = {
     "KeceNoCapacity", "KeceExamQueueWaitHigh", "KeceQueueWaitHigh", "KeceStalledPool", "KeceJobStuck",
     "KeceLeaseExpiryBurst", "KeceSystemErrorRatio", "KeceNodeSilent", "KeceNodeQuarantined",
-    "KecePeriodicStale", "KeceOutboxLag", "KeceOutboxDead", "KeceSnapshotStale", "KeceRedisDown",
+    "KecePeriodicStale", "KecePeriodicStepStale", "KeceOutboxLag", "KeceOutboxDead", "KeceSnapshotStale", "KeceRedisDown",
     # The target down, or its gauges gone: without these every rule above goes quiet.
     "KeceTargetDown", "KeceMetricsAbsent",
     # The node API's own processes down while the web side answers.

@@ -350,3 +350,27 @@ def test_the_celery_workers_counters_are_served_by_web_and_a_restart_starts_them
     # what the previous run had left.
     assert value(found, "kece_lease_expiries", "kece_lease_expiries_total", pool="python") == 1
     assert JudgeJob.objects.get(pk=job.pk).state == JobState.QUEUED
+
+
+def test_the_queue_wait_counts_students_and_rejudges_not_self_checks_or_the_servers_own_jobs():
+    """A node's self-check goes ahead as EXAM work, canaries and cross-checks as REJUDGE: in
+    the wait figures they would pass for exam answers judged at once."""
+    from django.utils import timezone
+
+    from judging.models import JobKind, JudgeJob
+    from kece import metrics
+
+    def count(klass):
+        [family] = metrics.get().queue_wait.collect()
+        return sum(s.value for s in family.samples if s.name.endswith("_count")
+                   and s.labels == {"pool": "python", "class": klass})
+
+    now = timezone.now()
+    waited = now - timezone.timedelta(seconds=3)
+    before = {klass: count(klass) for klass in ("EXAM", "REJUDGE", "PRACTICE")}
+    metrics.claimed("python", [
+        JudgeJob(kind=JobKind.DIAGNOSTIC, pool="python", priority_class="EXAM", available_at=waited),
+        JudgeJob(kind=JobKind.JUDGE, pool="python", priority_class="REJUDGE", available_at=waited, bound_node_id=7),
+        JudgeJob(kind=JobKind.JUDGE, pool="python", priority_class="PRACTICE", available_at=waited),
+    ], now=now)
+    assert {klass: count(klass) - before[klass] for klass in before} == {"EXAM": 0, "REJUDGE": 0, "PRACTICE": 1}
