@@ -103,6 +103,9 @@ class _Metrics:
         self.rejections = Counter("kece_result_rejections_total", "Result posts refused, by contract error code.",
                                   ["reason"], **kw)
         self.lease_expiries = Counter("kece_lease_expiries_total", "Leases the reaper took back.", ["pool"], **kw)
+        self.leases_released = Counter("kece_leases_released_total", "Leases given back when their node's session "
+                                       "ended: a new session (the agent restarted) or a revoke; each costs its job "
+                                       "an attempt.", ["pool", "reason"], **kw)
         self.infra_errors = Counter("kece_node_infra_errors_total", "INFRA_ERROR results recorded, by node.",
                                     ["pool", "node"], **kw)
         self.quarantines = Counter("kece_quarantines_total", "Nodes quarantined, by reason code.",
@@ -137,6 +140,8 @@ def prepare(*, pools, quarantine_reasons) -> None:
     m = get()
     for pool in pools:
         m.lease_expiries.labels(pool)
+        for reason in RELEASE_REASONS:
+            m.leases_released.labels(pool, reason)
         for outcome in (OUTCOME_JUDGED, OUTCOME_SYSTEM_ERROR):
             m.settlements.labels(pool, outcome)
         for reason in quarantine_reasons:
@@ -179,6 +184,13 @@ def result_refused(code: str) -> None:
 
 def lease_expired(pool: str) -> None:
     get().lease_expiries.labels(pool).inc()
+
+
+RELEASE_REASONS = ("session_replaced", "node_revoked")
+
+
+def leases_released(pool: str, reason: str, count: int) -> None:
+    get().leases_released.labels(pool, reason).inc(count)
 
 
 def infra_error(pool: str, node_name: str) -> None:

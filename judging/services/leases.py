@@ -129,6 +129,8 @@ def release_node_leases(node, *, now, reason: str) -> int:
         else:
             outcomes.requeue(job, now=now, error=reason, delay=timedelta(0))
         released += 1
+    if released:
+        transaction.on_commit(lambda: metrics.leases_released(node.pool, reason, released))
     return released
 
 

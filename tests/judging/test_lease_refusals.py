@@ -270,6 +270,28 @@ def test_a_release_gives_back_only_this_nodes_running_jobs(student, problem, nod
     assert (row.available_at, row.error, row.node_id) == (now, "session_replaced", None)
 
 
+def test_a_release_is_counted_by_pool_and_reason_once_committed(student, problem, node_a,
+                                                                 django_capture_on_commit_callbacks):
+    """An agent that keeps restarting holding work costs each job an attempt while its
+    heartbeats say it is alive: the count is what KeceNodeRestartsWithWork reads."""
+    from kece import metrics
+
+    def released():
+        [family] = metrics.get().leases_released.collect()
+        return sum(s.value for s in family.samples if s.name.endswith("_total")
+                   and s.labels == {"pool": "python", "reason": "session_replaced"})
+
+    node, identity = node_a
+    for _ in range(2):
+        submit(student, problem)
+    now = timezone.now()
+    claim(identity, free_slots=2, now=now)
+    before = released()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _release(node, now) == 2
+    assert released() - before == 2
+
+
 def test_a_release_on_the_last_attempt_fails_the_job_and_its_submission_sees_it(student, settings):
     from judging.models import DbSubmission, SettlementEvent
 

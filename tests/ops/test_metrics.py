@@ -43,7 +43,7 @@ VOCABULARY = {
     "kece_queue_wait_seconds": "histogram", "kece_job_duration_seconds": "histogram",
     "kece_http_request_duration_seconds": "histogram",
     "kece_claims": "counter", "kece_settlements": "counter", "kece_result_rejections": "counter",
-    "kece_lease_expiries": "counter", "kece_node_infra_errors": "counter", "kece_quarantines": "counter",
+    "kece_lease_expiries": "counter", "kece_leases_released": "counter", "kece_node_infra_errors": "counter", "kece_quarantines": "counter",
     "kece_wakeup_fallback_polls": "counter", "kece_submit_throttled": "counter",
 }
 FLEET = ("kece_jobs_queued", "kece_queue_oldest_wait_seconds", "kece_nodes", "kece_pool_slots",
@@ -124,6 +124,7 @@ def test_the_counters_alerts_watch_are_there_at_zero_before_their_first_event(se
             assert samples("kece_quarantines", pool=pool, reason=reason) != [], (pool, reason)
         assert samples("kece_lease_expiries", pool=pool) != [] and samples(
             "kece_settlements", pool=pool, outcome="system_error") != []
+        assert samples("kece_leases_released", pool=pool, reason="session_replaced") != []
     # Nothing quarantines in these tests: a series made in advance says 0, not 1.
     assert samples("kece_quarantines", pool="arkts", reason="canary_mismatch") == [0.0]
 
