@@ -38,9 +38,14 @@ MAX_SLOTS_LIMIT = 256
 def audit(*, node=None, host_group=None, actor, action: str, before: dict, after: dict, revision=None):
     NodeAudit.objects.create(
         node=node, host_group=host_group, actor=actor if getattr(actor, "pk", None) else None,
-        actor_name=getattr(actor, "username", "") or (actor if isinstance(actor, str) else ""),
+        actor_name=actor_name(actor),
         action=action, before=before, after=after, revision=revision,
     )
+
+
+def actor_name(actor) -> str:
+    """Who did it, as the audit names them: a user's name, or what a command calls itself."""
+    return getattr(actor, "username", "") or (actor if isinstance(actor, str) else "")
 
 
 def _node_fields(node, names) -> dict:
@@ -145,8 +150,8 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
         # failed self-check) that this stale copy must not overwrite.
         node.save(update_fields=SESSION_FIELDS + ["credential_digest", "probe_key", "revoked_at"])
         node_changed_after_commit(node.pk)
-    logger.info("node joined", extra={"node": node.pk, "pool": node.pool, "session": node.session_epoch,
-                                      "released": released})
+    logger.info("node joined", extra={"node": node.pk, "nodeName": node.name, "pool": node.pool,
+                                      "session": node.session_epoch, "released": released})
     return JoinResult(node, credential, probe_key)
 
 
@@ -159,7 +164,8 @@ def node_session_open(*, node_id: int, credential_digest_value: str, report: Age
         released = _new_session(node, report, now=now, reason="session_replaced")
         node.save(update_fields=SESSION_FIELDS)
         node_changed_after_commit(node.pk)
-    logger.info("node session opened", extra={"node": node.pk, "session": node.session_epoch, "released": released})
+    logger.info("node session opened", extra={"node": node.pk, "nodeName": node.name, "pool": node.pool,
+                                              "session": node.session_epoch, "released": released})
     return node
 
 
@@ -260,7 +266,8 @@ def node_register(*, name, pool, base_url, host_group_id, max_slots, actor, now)
         issued = _issue_join_code(node, actor=actor, now=now)
         audit(node=node, actor=actor, action="register", before={}, after=_node_fields(node, AUDITED_FIELDS),
                revision=node.revision)
-    logger.info("node registered", extra={"node": node.pk, "pool": pool, "actor": getattr(actor, "username", "")})
+    logger.info("node registered", extra={"node": node.pk, "nodeName": node.name, "pool": pool,
+                                          "actor": actor_name(actor)})
     return node, issued
 
 
@@ -333,8 +340,9 @@ def node_update(*, node_id: int, revision: int | None, changes: dict, actor, now
         node.save()
         node_changed_after_commit(node.pk)
         audit(node=node, actor=actor, action="update", before=before, after=after, revision=node.revision)
-    logger.info("node updated", extra={"node": node.pk, "revision": node.revision, "state": node.desired_state,
-                                       "actor": getattr(actor, "username", "")})
+    logger.info("node updated", extra={"node": node.pk, "nodeName": node.name, "revision": node.revision,
+                                       "state": node.desired_state,
+                                       "actor": actor_name(actor)})
     return node
 
 
@@ -369,8 +377,9 @@ def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
         audit(node=node, actor=actor, action="revoke", before=before,
                after={**_node_fields(node, AUDITED_FIELDS), "reason": (reason or "")[:500], "releasedLeases": released},
                revision=node.revision)
-    logger.warning("node revoked", extra={"node": node.pk, "released": released, "reason": reason,
-                                          "actor": getattr(actor, "username", "")})
+    logger.warning("node revoked", extra={"node": node.pk, "nodeName": node.name, "released": released,
+                                          "reason": reason,
+                                          "actor": actor_name(actor)})
     return node
 
 

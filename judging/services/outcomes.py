@@ -103,7 +103,8 @@ def requeue(job, *, now, error: str, message: str = "", refund: bool = False, de
 
         publish_after_commit(job.pool)
     logger.info("job requeued", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
-                                        "attempt": job.attempts, "availableAt": job.available_at.isoformat()})
+                                        "attempt": job.attempts, "availableAt": job.available_at.isoformat(),
+                                        **_job_fields(job)})
 
 
 def attempts_exhausted(job) -> bool:
@@ -141,7 +142,16 @@ def fail(job, submission, *, now, error: str, message: str = "") -> None:
     else:
         transaction.on_commit(lambda: metrics.settled(job, metrics.OUTCOME_SYSTEM_ERROR, now=now))
     logger.warning("job failed", extra={"job": job.pk, "leaseEpoch": job.lease_epoch, "reason": error,
-                                         "attempt": job.attempts})
+                                         "attempt": job.attempts, "detail": message[:500], **_job_fields(job)})
+
+
+def _job_fields(job) -> dict:
+    """What a job's line is found by: its pool, the node that last held it (the one that
+    lost it, on a requeue), and its submission."""
+    fields = {"pool": job.pool, "node": job.last_node_id}
+    if job.submission_id is not None:
+        fields["submission"] = f"{job.submission_type}:{job.submission_id}"
+    return fields
 
 
 def infra_error_is_final(job) -> bool:

@@ -271,7 +271,8 @@ def _settle_once(identity: NodeIdentity, request: SettleRequest, *, now, claim_s
     if status == "settled" and meta.kind == JobKind.JUDGE and node.infra_error_jobs:
         conduct.judgement_recorded(node.pk)
     logger.info("result accepted", extra={"job": job.pk, "leaseEpoch": request.lease_epoch, "outcome": request.outcome,
-                                          "status": status, "verdict": request.verdict or None})
+                                          "status": status, "verdict": request.verdict or None, "node": node.pk,
+                                          "pool": job.pool})
     return status, claim
 
 

@@ -253,7 +253,8 @@ def _release(node, now):
         return release_node_leases(lock_node(node.pk), now=now, reason="session_replaced")
 
 
-def test_a_release_gives_back_only_this_nodes_running_jobs(student, problem, node_a, node_b):
+def test_a_release_gives_back_only_this_nodes_running_jobs(student, problem, node_a, node_b, caplog):
+    caplog.set_level("INFO", logger="kece.jobs")
     node, identity = node_a
     for _ in range(3):
         submit(student, problem)
@@ -264,6 +265,10 @@ def test_a_release_gives_back_only_this_nodes_running_jobs(student, problem, nod
 
     assert _release(node, now) == 1
 
+    # The line says which pool, node and submission: what an operator searches by.
+    [requeued] = [r for r in caplog.records if r.getMessage() == "job requeued" and r.job == mine.pk]
+    assert (requeued.pool, requeued.node, requeued.submission, requeued.reason) == \
+        ("python", node.pk, f"ALGO:{mine.submission_id}", "session_replaced")
     states = dict(JudgeJob.objects.values_list("pk", "state"))
     assert states == {mine.pk: JobState.QUEUED, finished.pk: JobState.COMPLETED, theirs.pk: JobState.RUNNING}
     row = JudgeJob.objects.get(pk=mine.pk)

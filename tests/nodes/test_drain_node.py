@@ -31,6 +31,15 @@ def test_a_draining_node_claims_nothing_new_but_finishes_what_it_holds(student, 
     assert settle(identity, judged(job)) == "settled"
 
 
+def test_the_log_names_the_node_and_who_drained_it(node_a, caplog):
+    """Alerts name nodes by name; the log line must too, and say who did it (the audit does)."""
+    node, _ = node_a
+    with caplog.at_level("INFO", logger="kece.nodes"):
+        call_command("drain_node", node.name, stdout=StringIO())
+    [line] = [r for r in caplog.records if r.getMessage() == "node updated"]
+    assert (line.node, line.nodeName, line.actor, line.state) == (node.pk, node.name, "manage.py drain_node", "DRAINING")
+
+
 @pytest.mark.mariadb
 @pytest.mark.django_db(transaction=True)
 def test_drain_node_waits_until_the_last_lease_is_settled(student, problem, node_a):
