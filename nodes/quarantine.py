@@ -30,7 +30,7 @@ from judging.wakeups import node_changed_after_commit
 import kece.metrics as metrics
 from kece.api import iso
 from nodes.models import DesiredState, JudgeNode, may_take_judge_jobs
-from nodes.services import audit
+from nodes.services import SYSTEM_ACTOR, audit
 
 logger = logging.getLogger("kece.quarantine")
 
@@ -49,7 +49,7 @@ def node_quarantine_locked(node, *, reason: str, now) -> bool:
     node.renew_lost_batches = 0
     JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=now, quarantine_reason=node.quarantine_reason,
                                                 infra_error_jobs=[], renew_lost_batches=0, updated_at=now)
-    audit(node=node, actor="system", action="quarantine", before={},
+    audit(node=node, actor=SYSTEM_ACTOR, action="quarantine", before={},
           after={"reason": node.quarantine_reason, "since": iso(now)}, revision=node.revision)
     node_changed_after_commit(node.pk)
     # The rule's name, without the details after it: a bounded label.
@@ -65,7 +65,7 @@ def quarantine_clear_locked(node, *, now, check_id: int) -> None:
         return
     before = {"reason": node.quarantine_reason, "since": iso(node.quarantined_at)}
     JudgeNode.objects.filter(pk=node.pk).update(**CONDUCT_CLEARED, updated_at=now)
-    audit(node=node, actor="system", action="quarantine_cleared", before=before, after={"checkId": check_id},
+    audit(node=node, actor=SYSTEM_ACTOR, action="quarantine_cleared", before=before, after={"checkId": check_id},
           revision=node.revision)
     node_changed_after_commit(node.pk)
     logger.info("node quarantine cleared", extra={"node": node.pk, "check": check_id})

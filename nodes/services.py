@@ -43,6 +43,10 @@ def audit(*, node=None, host_group=None, actor, action: str, before: dict, after
     )
 
 
+# What the server's own actions are audited as (a quarantine and its end).
+SYSTEM_ACTOR = "system"
+
+
 def actor_name(actor) -> str:
     """Who did it, as the audit names them: a user's name, or what a command calls itself."""
     return getattr(actor, "username", "") or (actor if isinstance(actor, str) else "")

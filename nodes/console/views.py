@@ -36,8 +36,8 @@ from nodes.selectors import (
     filter_nodes, node_audit, node_checks, node_errors, nodes_with_running, pool_figures, pool_node_counts,
 )
 from nodes.services import (
-    MAX_SLOTS_LIMIT, host_group_create, host_group_update, node_issue_join_code, node_register, node_revoke,
-    node_update,
+    MAX_SLOTS_LIMIT, SYSTEM_ACTOR, host_group_create, host_group_update, node_issue_join_code, node_register,
+    node_revoke, node_update,
 )
 from pools.registry import POOLS
 
@@ -185,7 +185,8 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
              for group in (entry.before.get("host_group_id"), entry.after.get("host_group_id"))}
     group_names = dict(JudgeHostGroup.objects.filter(pk__in=moved).values_list("pk", "name")) if moved else {}
     for entry in audit:
-        entries.append({"at": entry.created_at, "who": entry.actor_name or _("the system"),
+        who = entry.actor_name if entry.actor_name not in ("", SYSTEM_ACTOR) else _("the system")
+        entries.append({"at": entry.created_at, "who": who,
                         "what": display.audit_words(entry.action),
                         "changes": display.setting_changes(entry.before, entry.after, group_names=group_names),
                         "reason": entry.after.get("reason", "")})

@@ -61,6 +61,28 @@
   window.keceLive = false;
   connect();
 
+  // A live part is not replaced while the operator is inside it (the focus in it, or one of
+  // its menus open): the swap would take the focus away and close the menu, every few
+  // seconds on a busy fleet. It catches up once they have left it.
+  var held = false;
+  function busy(part) {
+    var focused = document.activeElement;
+    return (focused && focused !== document.body && part.contains(focused)) || !!part.querySelector("details[open]");
+  }
+  function isLivePart(element) {
+    return !!element && (element.getAttribute("hx-trigger") || "").indexOf("judgers-changed") >= 0;
+  }
+  document.body.addEventListener("htmx:beforeRequest", function (event) {
+    var part = event.detail && event.detail.elt;
+    if (isLivePart(part) && busy(part)) { event.preventDefault(); held = true; }
+  });
+  function catchUp() {
+    // After the focus has settled: leaving one link for the next inside the part is staying.
+    window.setTimeout(function () { if (held) { held = false; refresh(); } }, 0);
+  }
+  document.addEventListener("focusout", catchUp);
+  document.addEventListener("toggle", function (event) { if (!event.target.open) { catchUp(); } }, true);
+
   // The join code: copy button and its expiry counting down.
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-copy]");

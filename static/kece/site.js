@@ -34,4 +34,44 @@
     var target = document.getElementById(select.getAttribute("data-status-for"));
     if (target && option) { target.textContent = option.getAttribute("data-status") || ""; }
   });
+
+  // A table or a block of text wider than its box scrolls sideways: it is a named region the
+  // keyboard can reach (Tab, then the arrow keys), named after its caption or the heading
+  // above it. Looked at again when the page's width or content changes.
+  function headingBefore(element) {
+    var caption = element.querySelector("caption");
+    if (caption) { return caption.textContent.trim(); }
+    var headings = document.querySelectorAll("h1, h2, h3");
+    for (var i = headings.length - 1; i >= 0; i--) {
+      if (headings[i].compareDocumentPosition(element) & Node.DOCUMENT_POSITION_FOLLOWING) {
+        return headings[i].textContent.trim();
+      }
+    }
+    return "";
+  }
+  function markScrollers() {
+    var boxes = document.querySelectorAll(".table-wrap, pre.output");
+    for (var i = 0; i < boxes.length; i++) {
+      var box = boxes[i];
+      if (box.scrollWidth > box.clientWidth + 1) {
+        if (!box.hasAttribute("tabindex")) { box.setAttribute("tabindex", "0"); box.setAttribute("data-scroller", ""); }
+        if (!box.hasAttribute("role")) { box.setAttribute("role", "region"); }
+        if (!box.hasAttribute("aria-label") && !box.hasAttribute("aria-labelledby")) {
+          box.setAttribute("aria-label", headingBefore(box));
+        }
+      } else if (box.hasAttribute("data-scroller")) {
+        box.removeAttribute("tabindex");
+        box.removeAttribute("role");
+        box.removeAttribute("aria-label");
+        box.removeAttribute("data-scroller");
+      }
+    }
+  }
+  var resizing = null;
+  document.addEventListener("DOMContentLoaded", markScrollers);
+  document.addEventListener("htmx:load", markScrollers);
+  window.addEventListener("resize", function () {
+    window.clearTimeout(resizing);
+    resizing = window.setTimeout(markScrollers, 150);
+  });
 })();

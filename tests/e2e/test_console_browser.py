@@ -297,3 +297,36 @@ def test_a_console_that_hears_nothing_stops_calling_itself_live_until_a_message_
         wait_for(told_alive, 30, "the page live again once the server's word came through")
     finally:
         server.stop()
+
+
+def test_the_live_list_waits_while_the_operator_is_in_a_menu_and_catches_up_after(console_server, chromium):
+    """A keyboard operator in a node's Actions menu keeps the menu and the focus while the
+    fleet changes (each change re-renders the list); once they leave it, the list catches up."""
+    from nodes.models import JudgeNode
+    from tests.factories import make_node
+
+    admin_person()
+    node, _identity = make_node(pool="python", name="py-menu")
+    page = new_page(chromium)
+    sign_in(page, console_server.url, "alice", PASSWORD, "/admin/judgers")
+    _wait_text(page, "#live-status", "Live", 10000)
+    page.evaluate("""() => { window.__asked = 0; window.__swapped = 0;
+        document.body.addEventListener("htmx:beforeRequest", (e) => { if (e.detail.elt.id === "fleet") window.__asked++; });
+        document.body.addEventListener("htmx:afterSwap", (e) => { if (e.detail.target.id === "fleet") window.__swapped++; }); }""")
+    page.locator("#fleet summary", has_text="Actions").first.focus()
+    page.keyboard.press("Enter")  # opens the menu
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent.trim()") == "Run checks"
+
+    JudgeNode.objects.filter(pk=node.pk).update(max_slots=3)
+    page.evaluate("htmx.trigger(document.body, 'judgers-changed')")
+    page.wait_for_function("window.__asked >= 1")
+    assert page.evaluate("window.__swapped") == 0
+    assert page.evaluate("document.querySelector('#fleet details').open")
+    assert page.evaluate("document.activeElement.textContent.trim()") == "Run checks"
+
+    page.locator("#fleet summary", has_text="Actions").first.click()  # closes the menu
+    page.evaluate("document.activeElement.blur()")
+    page.wait_for_function("window.__swapped >= 1")
+    assert "0 / 3" in page.locator("#fleet").inner_text()
+    page.context.close()

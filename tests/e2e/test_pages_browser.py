@@ -31,6 +31,45 @@ def person(username: str):
     return get_user_model().objects.create(username=username, password=hashed)
 
 
+# The WCAG contrast ratio of each element's text against the first background behind it.
+CONTRAST = """(selector) => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).slice(0, 4).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = (el) => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
+    if (c.length === 3 || c[3] > 0) return c; } return [255, 255, 255]; };
+  return [...document.querySelectorAll(selector)].map((el) => {
+    const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(behind(el))];
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); });
+}"""
+
+
+def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_server, chromium):
+    from judging.services.submit import submission_submit
+    from tests.factories import make_problem
+
+    student = person("wide")
+    problem = make_problem(languages=("python",))
+    long_line = "print('" + "wide " * 20 + "')\n"  # wider than a phone, not than a laptop
+    submission = submission_submit(user=student, problem_id=problem.pk, language="python", code=long_line)
+    page = new_page(chromium, width=390)
+    sign_in(page, quiet_server.url, "wide", PASSWORD, f"/submissions/ALGO/{submission.pk}")
+    code = page.locator("pre.output").last
+    code.wait_for()
+    page.wait_for_function("document.querySelector('pre.output:last-of-type').getAttribute('role') === 'region'")
+    assert (code.get_attribute("tabindex"), code.get_attribute("aria-label")) == ("0", "Code")
+    for _ in range(60):  # the keyboard gets there, Tab by Tab
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('pre.output')"):
+            break
+    assert page.evaluate("document.activeElement.matches('pre.output')")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.activeElement.scrollLeft > 0")
+    page.set_viewport_size({"width": 1280, "height": 900})  # wide enough: no longer a stop of its own
+    page.wait_for_function("!document.querySelector('pre.output:last-of-type').hasAttribute('tabindex')")
+    page.context.close()
+
+
 @pytest.fixture
 def quiet_server(tls, tmp_path):
     """A server whose snapshots come only from the test (no periodic work of its own), and
@@ -76,6 +115,10 @@ def test_the_homepage_panel_is_readable_in_every_state_at_every_width(quiet_serv
             assert 36 <= box["height"] <= 48  # about 40 px rows
             if width == 390:  # the panel moves below the introduction
                 assert panel.bounding_box()["y"] > page.locator(".intro").bounding_box()["y"]
+            # Nothing scrolls sideways (the stale pill's longer words wrap), and greyed values
+            # stay readable: at least 4.5:1 against the panel.
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (state, width, language)
+            assert min(page.evaluate(CONTRAST, "#judge-status tbody td, #judge-status tbody th")) >= 4.5
             screenshot(page, f"home-{state}-{width}-{language}")
             page.context.close()
 

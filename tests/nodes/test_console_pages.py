@@ -321,7 +321,7 @@ def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student,
                                  {"name": "python_limits", "ok": True, "detail": "limits hit"}])
     admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision, "max_slots": "3"})
     page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
-    assert f"ALGO {submission.pk}" in page and str(job.pk) in page
+    assert f"Program {submission.pk}" in page and str(job.pk) in page
     assert "Connectivity: tls" in page and "Self-check: python_limits" in page
     assert "alice" in page and "changed" in page and "Max slots: 4 → 3" in page
 
@@ -476,3 +476,14 @@ def test_a_rejudge_from_a_time_that_does_not_exist_is_refused_in_words(admin, no
     assert "is not a date and time to rejudge from; give one such as 2026-12-01 09:00 (UTC)." in page
     assert 'aria-invalid="true"' in page and "Rejudge what node-a judged" in page
     assert not RejudgeOperation.objects.exists()
+
+
+def test_the_servers_own_actions_are_the_systems_in_the_readers_language(admin, node_a):
+    from nodes.services import SYSTEM_ACTOR, audit
+
+    node, _ = node_a
+    audit(node=node, actor=SYSTEM_ACTOR, action="quarantine", before={}, after={"reason": "stalled"})
+    for language, words in (("en", "the system"), ("zh-CN", "系统")):
+        page = admin.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+        timeline = page[page.index('id="timeline-title"'):]
+        assert words in timeline and ">system<" not in timeline and " system " not in timeline.replace(words, "")
