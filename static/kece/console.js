@@ -76,6 +76,11 @@
     var part = event.detail && event.detail.elt;
     if (isLivePart(part) && busy(part)) { event.preventDefault(); held = true; }
   });
+  // An answer asked for before the operator went in is not put in either.
+  document.body.addEventListener("htmx:beforeSwap", function (event) {
+    var part = event.detail && event.detail.elt;
+    if (isLivePart(part) && busy(part)) { event.detail.shouldSwap = false; held = true; }
+  });
   function catchUp() {
     // After the focus has settled: leaving one link for the next inside the part is staying.
     window.setTimeout(function () { if (held) { held = false; refresh(); } }, 0);

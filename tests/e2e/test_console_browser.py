@@ -324,6 +324,7 @@ def test_the_live_list_waits_while_the_operator_is_in_a_menu_and_catches_up_afte
     assert page.evaluate("window.__swapped") == 0
     assert page.evaluate("document.querySelector('#fleet details').open")
     assert page.evaluate("document.activeElement.textContent.trim()") == "Run checks"
+    screenshot(page, "console-menu-kept-open-1280-en")
 
     page.locator("#fleet summary", has_text="Actions").first.click()  # closes the menu
     page.evaluate("document.activeElement.blur()")

@@ -65,6 +65,7 @@ def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_se
     assert page.evaluate("document.activeElement.matches('pre.output')")
     page.keyboard.press("ArrowRight")
     page.wait_for_function("document.activeElement.scrollLeft > 0")
+    screenshot(page, "submission-code-region-390-en")
     page.set_viewport_size({"width": 1280, "height": 900})  # wide enough: no longer a stop of its own
     page.wait_for_function("!document.querySelector('pre.output:last-of-type').hasAttribute('tabindex')")
     page.context.close()
