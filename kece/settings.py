@@ -686,6 +686,8 @@ LOGGING = {
         # A request for a host not in ALLOWED_HOSTS (a scanner at the address) is answered
         # 400; its traceback at ERROR would drown the errors that matter.
         "django.security.DisallowedHost": {"handlers": [], "propagate": False},
+        # django-axes says its version at every process start; its refusals (WARNING) stay.
+        "axes.apps": {"level": "WARNING"},
     },
 }
 
