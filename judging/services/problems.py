@@ -129,16 +129,18 @@ def _same_manifest(manifest: Manifest | None, *, languages, cases, sql, limits: 
 
 
 def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifest]:
-    """Import `directory`; the same slug again publishes the next manifest version.
+    """Import `directory`; the same slug again with changed test data, languages or limits
+    publishes the next manifest version, and with the same ones keeps the current manifest
+    (a script that imports its whole problem set again adds no version; the title,
+    statement and samples are updated either way).
 
     Files go to the content store before the transaction (idempotent, content-addressed);
     the problem row and the new manifest are written in one transaction. Jobs created
     earlier keep the manifest they were created with.
 
     `canary`: a built-in problem of the node self-check (`nodes.canaries`), hidden from
-    students. Its import is idempotent by content: the same files give the current
-    manifest back, a changed package publishes the next version. A slug is either a
-    canary or a student problem, never both.
+    students; the same files give it back untouched. A slug is either a canary or a student
+    problem, never both.
     """
     directory = Path(directory)
     spec = _read_spec(directory)
@@ -172,11 +174,15 @@ def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifes
             raise PackageError(f"problem {slug} is {'a built-in canary' if problem.is_canary else 'a student problem'}"
                                f"; its slug cannot be imported as {'a canary' if canary else 'a student problem'}")
         current = Manifest.objects.filter(pk=problem.current_manifest_id).first()
-        if canary and _same_manifest(current, languages=languages, cases=cases, sql=sql, limits=limits):
+        unchanged = _same_manifest(current, languages=languages, cases=cases, sql=sql, limits=limits)
+        if canary and unchanged:
             return problem, current
-        version = (Manifest.objects.filter(problem=problem).aggregate(v=Max("version"))["v"] or 0) + 1
-        manifest = Manifest.objects.create(problem=problem, version=version, languages=languages, cases=cases,
-                                           sql=sql, **limits)
+        if unchanged:
+            manifest, version = current, current.version
+        else:
+            version = (Manifest.objects.filter(problem=problem).aggregate(v=Max("version"))["v"] or 0) + 1
+            manifest = Manifest.objects.create(problem=problem, version=version, languages=languages, cases=cases,
+                                               sql=sql, **limits)
         problem.title = title or slug
         problem.statement, problem.samples = statement, samples
         problem.current_manifest = manifest
@@ -184,7 +190,7 @@ def problem_import(directory, *, canary: bool = False) -> tuple[Problem, Manifes
         problem.visibility = visibility or problem.visibility
         problem.save(update_fields=["title", "statement", "samples", "current_manifest", "visibility", "updated_at"])
     logger.info("problem imported", extra={"problem": problem.pk, "slug": slug, "manifest": manifest.pk,
-                                           "version": version, "cases": len(cases)})
+                                           "version": version, "cases": len(cases), "newVersion": not unchanged})
     return problem, manifest
 
 

@@ -43,6 +43,8 @@ def test_reimport_publishes_a_new_version_and_old_jobs_keep_theirs(tmp_path, stu
     old_manifest = problem.current_manifest
     submission = submit(student, problem)
 
+    # The same package again (a script importing the whole set): no new version.
+    assert run_import(package) == f"problem {problem.pk} aplusb manifest {old_manifest.pk}"
     (package / "cases" / "1.out").write_text("not the old answer\n")
     run_import(package)
     problem.refresh_from_db()
