@@ -226,6 +226,20 @@ def step_succeeded(step: str) -> None:
         logger.warning("periodic step's success not recorded", extra={"step": step}, exc_info=True)
 
 
+RECONCILE_FINDINGS_KEY = "kece:reconcile:findings"
+
+
+def reconcile_left(left: dict) -> None:
+    """What the last reconciliation left out of place, by check (after its repairs), in the
+    cache for /metrics: some findings need a person, and only a figure can page one."""
+    from django.core.cache import cache
+
+    try:
+        cache.set(RECONCILE_FINDINGS_KEY, dict(left), None)
+    except Exception:
+        logger.warning("reconciliation's findings not recorded", exc_info=True)
+
+
 def last_step_success(step: str):
     from django.core.cache import cache
 

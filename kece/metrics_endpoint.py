@@ -110,7 +110,8 @@ def _gauge(name, documentation, labels=(), rows=()):
 
 class SnapshotCollector:
     def collect(self):
-        keys = [snapshot.FIGURES_KEY, *(metrics.STEP_SUCCESS_KEY.format(step) for step in metrics.PERIODIC_STEPS)]
+        keys = [snapshot.FIGURES_KEY, metrics.RECONCILE_FINDINGS_KEY,
+                *(metrics.STEP_SUCCESS_KEY.format(step) for step in metrics.PERIODIC_STEPS)]
         try:
             found = cache.get_many(keys)
         except Exception:
@@ -153,6 +154,9 @@ class SnapshotCollector:
         yield _gauge("kece_periodic_last_success_timestamp_seconds", "When each periodic step last succeeded.",
                      ["step"], [(step, found[metrics.STEP_SUCCESS_KEY.format(step)].timestamp())
                                 for step in metrics.PERIODIC_STEPS if metrics.STEP_SUCCESS_KEY.format(step) in found])
+        yield _gauge("kece_reconcile_findings", "What the last reconciliation left out of place, by check (after "
+                     "its repairs); none before the first.", ["check"],
+                     sorted((found.get(metrics.RECONCILE_FINDINGS_KEY) or {}).items()))
         yield _gauge("kece_build_info", "The server's version and commit.", ["version", "commit"], [(*_BUILD, 1)])
 
 

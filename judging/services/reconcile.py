@@ -43,6 +43,7 @@ from judging.services import outcomes
 from judging.services.events import events_retry
 from judging.services.leases import jobs_reap_expired
 from judging.services.retention import events_kept_since
+import kece.metrics as metrics
 from kece.mysql import unbounded
 
 logger = logging.getLogger("kece.reconcile")
@@ -184,6 +185,8 @@ def reconcile_run(*, now, repair: bool) -> ReconcileReport:
     repaired = reconcile_repair(findings, now=now) if repair else {}
     summary = {name: {"count": found["count"], "sample": found["sample"]} for name, found in findings.items()}
     report = ReconcileReport.objects.create(created_at=now, findings=summary, repaired=repaired, repair=repair)
+    metrics.reconcile_left({name: max(0, found["count"] - (repaired.get(name) or 0))
+                            for name, found in findings.items()})
     total = sum(found["count"] for found in findings.values())
     (logger.warning if total else logger.info)("reconciliation", extra={
         "findings": {name: found["count"] for name, found in findings.items()}, "repaired": repaired})

@@ -50,7 +50,7 @@ SERVER_METRICS = {
     "kece_periodic_last_success_timestamp_seconds", "kece_build_info",
     "kece_claims_total", "kece_settlements_total", "kece_result_rejections_total", "kece_lease_expiries_total",
     "kece_leases_released_total", "kece_node_infra_errors_total", "kece_quarantines_total", "kece_wakeup_fallback_polls_total",
-    "kece_submit_throttled_total",
+    "kece_submit_throttled_total", "kece_reconcile_findings",
 }
 LABEL_VALUES = {
     "pool": {"cpp", "java", "python", "mysql", "arkts"},

@@ -118,3 +118,22 @@ def test_the_periodic_work_runs_it_daily():
     from kece.scheduler import PERIODIC_TASKS
 
     assert ("judging.reconcile", 86400.0) in PERIODIC_TASKS()
+
+
+def test_what_a_run_leaves_for_a_person_is_a_figure_and_a_repairing_run_by_hand_is_the_steps_success(student, problem):
+    """Only a figure can page someone: /metrics serves what the last run left, by check; and
+    `reconcile --repair` by hand, as the runbook says, counts as the daily step's success."""
+    from django.core.cache import cache
+
+    from kece import metrics
+    from kece.periodic import last_success
+
+    submission = submit(student, problem)
+    Submission.objects.filter(pk=submission.pk).update(current_judge_job=None)
+    with pytest.raises(CommandError):
+        call_command("reconcile", stdout=StringIO())
+    assert cache.get(metrics.RECONCILE_FINDINGS_KEY)["submission_without_job"] == 1
+    assert last_success("reconcile") is None
+    with pytest.raises(CommandError):
+        call_command("reconcile", "--repair", stdout=StringIO())
+    assert last_success("reconcile") is not None

@@ -40,6 +40,7 @@ VOCABULARY = {
     "kece_outbox_oldest_seconds": "gauge", "kece_outbox_dead": "gauge", "kece_snapshot_age_seconds": "gauge",
     "kece_redis_up": "gauge",
     "kece_periodic_last_success_timestamp_seconds": "gauge", "kece_build_info": "gauge",
+    "kece_reconcile_findings": "gauge",
     "kece_queue_wait_seconds": "histogram", "kece_job_duration_seconds": "histogram",
     "kece_http_request_duration_seconds": "histogram",
     "kece_claims": "counter", "kece_settlements": "counter", "kece_result_rejections": "counter",

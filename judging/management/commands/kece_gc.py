@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from judging.services.retention import Policy, gc_run
 from kece.errors import Unavailable
+import kece.metrics as metrics
 
 
 PROGRESS_S = 2.0
@@ -52,5 +53,7 @@ class Command(BaseCommand):
             sample = f" (e.g. {', '.join(map(str, report.sample))})" if report.sample else ""
             more = ", more next run" if report.more else ""
             self.stdout.write(f"{report.kind}: {report.count} {verb}, {_amount(report.bytes)}{sample}{more}")
+        if not dry_run:  # what the hourly step does: its success is this run's (KeceHousekeepingStale ends)
+            metrics.step_succeeded("gc")
         total = sum(r.count for r in reports)
         self.stdout.write(f"{'dry run: nothing changed' if dry_run else 'retention'}: {total} in all")

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.services.reconcile import REPAIRABLE, reconcile_run
+import kece.metrics as metrics
 
 
 class Command(BaseCommand):
@@ -14,6 +15,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, repair, **options):
         report = reconcile_run(now=timezone.now(), repair=repair)
+        if repair:  # what the daily step does: its success is this run's (KeceHousekeepingStale ends)
+            metrics.step_succeeded("reconcile")
         for name, found in report.findings.items():
             fixed = report.repaired.get(name)
             note = f", repaired {fixed}" if fixed is not None else (
