@@ -29,14 +29,18 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def redis_of_our_own(settings):
+    from judging import wakeups
+
     port = free_port()
     process = start_redis(port)
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     health._redis = None
+    wakeups.reset_redis_client()  # the metrics' Redis check uses the wake-ups' client
     yield process
     process.kill()
     process.wait()
     health._redis = None
+    wakeups.reset_redis_client()  # not left pointing at this one, gone, for the tests after
 
 
 @pytest.fixture
