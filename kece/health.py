@@ -54,23 +54,33 @@ def _check_database() -> str | None:
     is kept: a probe that needed a new one each time would fail, and take every process out
     of service, whenever the server is at its connection limit while the processes' own
     connections serve on. It is opened again after a failure."""
-    global _migrated, _probe
+    global _probe
     if _probe is None:
         _probe = _probe_connection()
-    try:
-        with _probe.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        if not _migrated:
-            from django.db.migrations.executor import MigrationExecutor
+    # A kept connection the server has closed meanwhile (its idle timeout) is not the
+    # database away: once more, on a new one, before saying so.
+    kept = _probe.connection is not None
+    for last in (not kept, True):
+        try:
+            return _ask(_probe)
+        except Exception:
+            _probe.close()  # whatever broke, the next try starts on a new connection
+            if last:
+                raise
 
-            executor = MigrationExecutor(_probe)
-            if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-                return "migrations"
-            _migrated = True
-        return None
-    except Exception:
-        _probe.close()  # whatever broke, the next probe starts on a new connection
-        raise
+
+def _ask(probe) -> str | None:
+    global _migrated
+    with probe.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    if not _migrated:
+        from django.db.migrations.executor import MigrationExecutor
+
+        executor = MigrationExecutor(probe)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            return "migrations"
+        _migrated = True
+    return None
 
 
 def _database() -> tuple[str, str | None]:

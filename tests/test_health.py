@@ -154,9 +154,14 @@ def test_at_the_servers_connection_limit_a_process_serving_on_its_connections_st
         others.append(MySQLdb.connect(host="127.0.0.1", port=int(connection.settings_dict["PORT"] or 3306),
                                       user="kece_probe_limit", passwd="probe-limit-pw", db=name))
         assert readyz(client)[0] == 200, "one connection left: the check's own, kept"
-        cursor.execute("SELECT id FROM information_schema.processlist WHERE user = 'kece_probe_limit'")
-        [kept] = [row[0] for row in cursor.fetchall() if row[0] != others[0].thread_id()]
-        cursor.execute(f"KILL {kept}")  # the check's connection is gone, and its place taken
+        def the_checks_own():
+            cursor.execute("SELECT id FROM information_schema.processlist WHERE user = 'kece_probe_limit'")
+            [kept] = [row[0] for row in cursor.fetchall() if row[0] != others[0].thread_id()]
+            return kept
+
+        cursor.execute(f"KILL {the_checks_own()}")  # closed by the server (an idle timeout): opened again
+        assert readyz(client)[0] == 200, "a kept connection the server closed is not the database away"
+        cursor.execute(f"KILL {the_checks_own()}")  # the check's connection is gone, and its place taken
         others.append(MySQLdb.connect(host="127.0.0.1", port=int(connection.settings_dict["PORT"] or 3306),
                                       user="kece_probe_limit", passwd="probe-limit-pw", db=name))
         errors = []
