@@ -91,8 +91,6 @@ _BUILD = build_info()
 
 
 def _redis_up() -> int:
-    if not settings.REDIS_URL:
-        return 0
     from judging.wakeups import redis_client
 
     try:
@@ -149,8 +147,10 @@ class SnapshotCollector:
             age = max(0.0, time.time() - datetime.fromisoformat(as_of.replace("Z", "+00:00")).timestamp())
         yield _gauge("kece_snapshot_age_seconds", "Age of the figures these gauges come from.",
                      rows=[(age,)] if as_of else ())
-        yield _gauge("kece_redis_up", "Whether this process reaches Redis (wake-ups, cache); 0 without Redis.",
-                     rows=[(_redis_up(),)])
+        # Without Redis (the embedded default) there is none to be down: no sample, and
+        # KeceRedisDown stays quiet on a scraped embedded default.
+        yield _gauge("kece_redis_up", "Whether this process reaches Redis (wake-ups, cache); none without Redis.",
+                     rows=[(_redis_up(),)] if settings.REDIS_URL else ())
         yield _gauge("kece_periodic_last_success_timestamp_seconds", "When each periodic step last succeeded.",
                      ["step"], [(step, found[metrics.STEP_SUCCESS_KEY.format(step)].timestamp())
                                 for step in metrics.PERIODIC_STEPS if metrics.STEP_SUCCESS_KEY.format(step) in found])

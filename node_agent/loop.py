@@ -534,8 +534,9 @@ class Agent:
                 return
             self.jobs[jr.job_id] = jr
             current = self.session is not None and self.session.epoch == session.epoch
+        # The submission as the server's lines name it (`ALGO:3`), to be found in both logs.
         jr.log.info("claimed", kind=job.get("kind"),
-                    submission=f"{job.get('submissionType')}/{job.get('submissionId')}",
+                    submission=f"{job['submissionType']}:{job['submissionId']}" if job.get("submissionType") else None,
                     cases=len(job.get("cases") or []), lease_ms=job.get("leaseRemainingMs"))
         if not current:
             # Leased by a session that was superseded while the claim was in flight: the

@@ -81,6 +81,9 @@ def test_a_jobs_lines_are_json_and_found_by_its_id_in_web_worker_and_agent_logs(
     queued = next(e for e in web if e["message"] == "submission queued")
     assert queued["requestId"] == "follow-this-submit-1" and queued["submission"].endswith(
         f":{answer.json()['submissionId']}")
+    # One way of naming the submission in both logs, to search them alike.
+    claimed = next(e for e in agent_lines if e["message"] == "claimed")
+    assert claimed["submission"] == queued["submission"]
 
 
 def json_lines_after_banner(path) -> list[dict]:

@@ -376,3 +376,13 @@ def test_the_queue_wait_counts_students_and_rejudges_not_self_checks_or_the_serv
         JudgeJob(kind=JobKind.JUDGE, pool="python", priority_class="PRACTICE", available_at=waited),
     ], now=now)
     assert {klass: count(klass) - before[klass] for klass in before} == {"EXAM": 0, "REJUDGE": 0, "PRACTICE": 1}
+
+
+def test_without_redis_there_is_no_redis_to_be_down(settings):
+    """The embedded default runs without Redis by design: a 0 there would keep KeceRedisDown
+    firing for ever on a scraped embedded default."""
+    from kece.metrics_endpoint import SnapshotCollector
+
+    settings.REDIS_URL = ""
+    [family] = [f for f in SnapshotCollector().collect() if f.name == "kece_redis_up"]
+    assert family.samples == []
