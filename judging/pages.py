@@ -175,16 +175,22 @@ def _live(submission, *, now, viewer) -> dict:
         status, wait_reason = held_status(hidden), hidden
     cases_total = len((job.snapshot or {}).get("cases") or []) if job else 0
     final = display.is_final(status)
+    words = display.status_words(status, display.page_wait_reason(wait_reason, job),
+                                 runtime=POOLS[submission.language].label,
+                                 testcase=job.progress_testcase if job else None, cases_total=cases_total)
+    score = submission.score if final and submission.verdict else None
     return {
         "status": status, "final": final, "icon": display.status_icon(status), "hidden": hidden is not None,
         # A result an exam keeps until its hand-in or publishing comes in hours, not seconds.
         "poll_s": HIDDEN_POLL_S if hidden else 1,
         "verdict_class": display.verdict_class(status),
-        "words": display.status_words(status, display.page_wait_reason(wait_reason, job),
-                                      runtime=POOLS[submission.language].label,
-                                      testcase=job.progress_testcase if job else None, cases_total=cases_total),
+        "words": words,
+        # What a screen reader is told: not each case as it runs (once a renewal on a long
+        # problem), and the verdict with its score.
+        "announce": display.status_words(status) if status == "JUDGING" else
+        words if score is None else _("%(verdict)s, %(score)d / 100") % {"verdict": words, "score": score},
         "cases": submission.cases if final else [],
-        "score": submission.score if final and submission.verdict else None,
+        "score": score,
         "time_ms": submission.time_ms if final and submission.verdict else None,
         "memory_kb": submission.memory_kb if final and submission.verdict else None,
         "compile_output": submission.compile_output if final else "",

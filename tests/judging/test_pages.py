@@ -102,12 +102,15 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     assert "Waiting for a judge" in live and "hx-trigger=" in live
     [job] = claim(identity)
     JudgeJob.objects.filter(pk=job.pk).update(progress_phase="JUDGING", progress_testcase=2)
-    assert "Judging case 2 of 2" in signed_in.get(url + "/live").content.decode()
+    judging = signed_in.get(url + "/live").content.decode()
+    # Shown case by case; told once (not on each case, a renewal apart on a long problem).
+    assert "Judging case 2 of 2" in judging and 'data-announce="Judging"' in judging
     assert "Being judged now" in signed_in.get(url).content.decode()  # the record, as the page was opened
     settle(identity, judged(job, verdict="WA", passing=[1]))
     answer = signed_in.get(url + "/live").content.decode()
     live, record = answer.split('<div id="submission-record" hx-swap-oob="true">')
     assert "Wrong answer" in live and "50 / 100" in live
+    assert 'data-announce="Wrong answer, 50 / 100"' in live  # the verdict told with its score
     assert "hx-trigger=" not in live  # a final verdict stops the polling
     assert len(re.findall(r"<tr>\s*<td class=\"num\">\d", live)) == 2  # one row per case
     # The last poll replaces the record below too: who judged it, and no attempt "being judged".
