@@ -67,6 +67,13 @@
       }
     }
   }
+  // A form sent back refused: the first field it refused has the focus, its message tied to
+  // it (aria-describedby), so that a keyboard or a screen reader starts where the fix is.
+  document.addEventListener("DOMContentLoaded", function () {
+    var refused = document.querySelector("main [aria-invalid='true']");
+    if (refused) { refused.focus(); }
+  });
+
   var resizing = null;
   document.addEventListener("DOMContentLoaded", markScrollers);
   document.addEventListener("htmx:load", markScrollers);

@@ -331,3 +331,17 @@ def test_the_live_list_waits_while_the_operator_is_in_a_menu_and_catches_up_afte
     page.wait_for_function("window.__swapped >= 1")
     assert "0 / 3" in page.locator("#fleet").inner_text()
     page.context.close()
+
+
+def test_a_refused_registration_puts_the_keyboard_on_the_first_field_refused(console_server, chromium):
+    admin_person()
+    HostGroupFactory(name="rack-9", total_slots=4)
+    page = new_page(chromium)
+    sign_in(page, console_server.url, "alice", PASSWORD, "/admin/judgers/register")
+    page.get_by_label("Name", exact=True).fill("python-9")
+    page.get_by_label("Base URL", exact=True).fill("https://127.0.0.1:22")  # not an approved port
+    page.get_by_role("button", name="Register", exact=True).click()
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'r-url'")
+    described = page.evaluate("document.activeElement.getAttribute('aria-describedby')")
+    assert "Port 22 is not an approved port" in page.locator(f"#{described.split()[0]}").inner_text()
+    page.context.close()
