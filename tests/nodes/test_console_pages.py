@@ -56,6 +56,17 @@ def test_the_navigation_shows_judgers_to_admins_with_a_badge_of_unwell_nodes(adm
     assert "1 node offline or unhealthy" in page
 
 
+def test_the_navigation_tells_which_console_page_is_open(admin):
+    """A screen reader (and the link's look) says where the operator is: the top bar's
+    section and the console's own link, a node's page under "All judgers"."""
+    node, _ = make_node(pool="python", name="here")
+    current = lambda page: re.findall(r'<a href="[^"]*"[^>]*aria-current="page"[^>]*>([^<]+)', page)
+    assert current(admin.get(f"/admin/judgers/{node.pk}").content.decode()) == ["Judgers", "All judgers"]
+    assert current(admin.get("/admin/judgers/host-groups").content.decode()) == ["Judgers", "Host groups"]
+    assert current(admin.get("/admin/judgers/register").content.decode()) == ["Judgers", "Register a node"]
+    assert current(admin.get("/problems").content.decode()) == ["Problems"]
+
+
 def test_the_navigation_shows_nothing_to_others(client):
     make_node(pool="cpp", name="down", heartbeat=False)
     client.force_login(make_teacher())
