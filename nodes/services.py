@@ -191,13 +191,38 @@ def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch:
         # Back from silence or ill health, it may claim again from now on: noted as a change
         # (`updated_at`), so the stall rule counts its idle time from here, not from before.
         back = beat.health_ok and not (node.health_ok and heartbeat_is_fresh(node, now=now))
+        before = _reported(node)
         _apply_agent_report(node, beat.report, now=now)
         node.running_reported = beat.running
         node.health_ok = beat.health_ok
         node.health_checks = beat.health_checks
         node.save(update_fields=["agent_version", "runtime_spec", "local_slots", "last_heartbeat_at",
                                  "running_reported", "health_ok", "health_checks", *(["updated_at"] if back else [])])
+    _log_reported_changes(node, before)
     return node
+
+
+def _reported(node) -> dict:
+    """What a heartbeat reports of a node that an operator follows in the logs."""
+    failing = sorted(name for name, ok in (node.health_checks or {}).items() if not ok)
+    return {"healthOk": node.health_ok, "failing": failing, "runtimeSpec": node.runtime_spec,
+            "agentVersion": node.agent_version, "localSlots": node.local_slots}
+
+
+def _log_reported_changes(node, before: dict) -> None:
+    """A line when a heartbeat changes what the node reports (its health, the checks that
+    fail, its runtime spec, agent version or local slots): the log tells when a node fell
+    ill or was upgraded, not only the console's current view."""
+    after = _reported(node)
+    changed = {key: value for key, value in after.items() if before[key] != value}
+    if not changed:
+        return
+    ill = not after["healthOk"] and (before["healthOk"] or "failing" in changed)
+    message = "node reports ill health" if ill else \
+        "node reports good health" if "healthOk" in changed else "node reports a change"
+    logger.log(logging.WARNING if ill else logging.INFO, message, extra={
+        "node": node.pk, "nodeName": node.name, "pool": node.pool, **after,
+        "before": {key: before[key] for key in changed}})
 
 
 # --- admin writes -------------------------------------------------------------------------------
