@@ -13,6 +13,7 @@ one and secret-shaped text (credentials in URLs, bearer and token headers, `pass
 import contextvars
 import json
 import logging
+import os
 import random
 import re
 import time
@@ -155,3 +156,15 @@ class TextFormatter(logging.Formatter):
         return redact(super().formatException(ei))
 
 
+
+
+FORMATTERS = {"json": JsonFormatter, "text": TextFormatter}
+
+
+def formatter_from_environment() -> logging.Formatter:
+    """The formatter `KECE_LOG_FORMAT` names, for a process that logs before (or without)
+    Django's settings: the web tier's supervising process (`kece.serve`)."""
+    name = os.environ.get("KECE_LOG_FORMAT", "json")
+    if name not in FORMATTERS:
+        raise ValueError(f"KECE_LOG_FORMAT must be json or text, got {name!r}")
+    return FORMATTERS[name]()

@@ -14,6 +14,10 @@ import sys
 from pathlib import Path
 
 APPLICATION = "kece.asgi:application"
+# The supervising process's own lines (a worker started, died, restarted) in the format of
+# every other line, `KECE_LOG_FORMAT`: it loads no Django settings. The workers' lines
+# follow the settings' LOGGING once the application is loaded.
+LOG_CONFIG = Path(__file__).with_name("uvicorn_logging.json")
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
@@ -42,7 +46,7 @@ def uvicorn_argv(args: list[str], cores: int) -> list[str]:
     resolved, given, i = [], set(), 0
     while i < len(args):
         arg = args[i]
-        if arg in ("--workers", "--timeout-keep-alive") and i + 1 < len(args):
+        if arg in ("--workers", "--timeout-keep-alive", "--log-config") and i + 1 < len(args):
             arg, i = f"{arg}={args[i + 1]}", i + 1
         name = arg.split("=", 1)[0]
         given.add(name)
@@ -54,6 +58,8 @@ def uvicorn_argv(args: list[str], cores: int) -> list[str]:
         resolved.append(f"--workers={cores}")
     if "--timeout-keep-alive" not in given:
         resolved.append(f"--timeout-keep-alive={KEEP_ALIVE_S}")
+    if "--log-config" not in given:
+        resolved.append(f"--log-config={LOG_CONFIG}")
     return ["uvicorn", APPLICATION, *resolved]
 
 

@@ -673,11 +673,8 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False, "filters": ["readiness"]},
         "django.db.backends": {"level": "INFO"},
         "kece": {"level": LOG_LEVEL},
-        # uvicorn's own lines (start, stop, access) in the same format; their levels stay
-        # what uvicorn's --log-level set.
-        "uvicorn": {"handlers": ["console"], "propagate": False},
-        "uvicorn.error": {"handlers": [], "propagate": True},
-        "uvicorn.access": {"handlers": ["console"], "propagate": False},
+        # uvicorn's own loggers (start, stop, access) are `kece.serve`'s log config's, set
+        # before the application loads; named here they would undo `--no-access-log`.
         # Every task's "received", "succeeded" and beat's "sending due task": about 400 lines
         # a minute from an idle worker (its periodic steps run every few seconds), which would
         # rotate a night's warnings and the daily reconciliation out of the kept logs. A

@@ -1,11 +1,17 @@
 """`python -m kece.serve`: the web tier's uvicorn with one process per usable core."""
 
+import json
 import os
 import re
+import signal
 from pathlib import Path
+
+import pytest
 
 from kece import metrics
 from kece.serve import APPLICATION, reset_metrics, usable_cores, uvicorn_argv, web_processes
+from tests.concurrency import wait_until
+from tests.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,3 +77,31 @@ def test_the_embedded_default_runs_one_process_whatever_the_cores():
     assert web_processes({}) == 1
     assert web_processes({"DATABASE_URL": "sqlite:///var/kece.sqlite3"}) == 1
     assert web_processes({"DATABASE_URL": "mysql://kece@db:3306/kece"}) == usable_cores()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_supervising_process_logs_as_every_other_one(tmp_path):
+    """With several workers, uvicorn's supervisor writes its own lines (a worker started, a
+    worker died and was replaced): one JSON object each, as the rest of the stream, so a
+    log pipeline that parses every line keeps them. And `--no-access-log` is obeyed."""
+    log = tmp_path / "server.log"
+    server = LiveServer(workers=2, log_path=log, args=["--log-level", "info"], env={"KECE_LOG_FORMAT": "json"})
+    with server:
+        def children():  # the workers, not multiprocessing's resource tracker
+            pids = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+            return [int(pid) for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+        wait_until(lambda: len(children()) == 2, timeout=30, message="both workers started")
+        victim = children()[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: f"Child process [{victim}] died" in log.read_text(), timeout=30,
+                   message="the supervisor saw the worker die")
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    assert len(events) == len(lines), [line for line in lines if not line.startswith("{")]
+    died = [e for e in events if e["message"] == f"Child process [{victim}] died"]
+    assert died and died[0]["logger"] == "uvicorn.error" and died[0]["pid"] == server.process.pid
+    assert any(e["message"].startswith("Started parent process") for e in events)
+    # `--no-access-log` (the server was asked for its summary while starting) holds in the
+    # workers, whose application's settings load after uvicorn configured its loggers.
+    assert not [e for e in events if e["logger"] == "uvicorn.access"]
