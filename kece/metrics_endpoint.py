@@ -99,6 +99,16 @@ def _redis_up() -> int:
         return 0
 
 
+def _content_store_space() -> tuple[int, int] | None:
+    """(free, size) in bytes of the content store's volume, as an unprivileged writer sees
+    it; None while it does not exist."""
+    try:
+        volume = os.statvfs(settings.KECE_ARTIFACT_ROOT)
+    except OSError:
+        return None
+    return volume.f_bavail * volume.f_frsize, volume.f_blocks * volume.f_frsize
+
+
 def _gauge(name, documentation, labels=(), rows=()):
     family = GaugeMetricFamily(name, documentation, labels=list(labels))
     for *values, value in rows:
@@ -157,6 +167,11 @@ class SnapshotCollector:
         yield _gauge("kece_reconcile_findings", "What the last reconciliation left out of place, by check (after "
                      "its repairs); none before the first.", ["check"],
                      sorted((found.get(metrics.RECONCILE_FINDINGS_KEY) or {}).items()))
+        space = _content_store_space()
+        yield _gauge("kece_content_store_free_bytes", "Free space of the content store's volume (test data).",
+                     rows=[(space[0],)] if space else ())
+        yield _gauge("kece_content_store_size_bytes", "Size of the content store's volume.",
+                     rows=[(space[1],)] if space else ())
         yield _gauge("kece_build_info", "The server's version and commit.", ["version", "commit"], [(*_BUILD, 1)])
 
 

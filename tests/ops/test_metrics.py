@@ -40,7 +40,7 @@ VOCABULARY = {
     "kece_outbox_oldest_seconds": "gauge", "kece_outbox_dead": "gauge", "kece_snapshot_age_seconds": "gauge",
     "kece_redis_up": "gauge",
     "kece_periodic_last_success_timestamp_seconds": "gauge", "kece_build_info": "gauge",
-    "kece_reconcile_findings": "gauge",
+    "kece_reconcile_findings": "gauge", "kece_content_store_free_bytes": "gauge", "kece_content_store_size_bytes": "gauge",
     "kece_queue_wait_seconds": "histogram", "kece_job_duration_seconds": "histogram",
     "kece_http_request_duration_seconds": "histogram",
     "kece_claims": "counter", "kece_settlements": "counter", "kece_result_rejections": "counter",
@@ -386,3 +386,22 @@ def test_without_redis_there_is_no_redis_to_be_down(settings):
     settings.REDIS_URL = ""
     [family] = [f for f in SnapshotCollector().collect() if f.name == "kece_redis_up"]
     assert family.samples == []
+
+
+def test_the_content_stores_free_space_is_its_volumes(settings, tmp_path):
+    """What KeceContentStoreLow divides: the free and total bytes of the volume the test data
+    is on, as `df` says them; nothing while the store does not exist (yet)."""
+    from kece.metrics_endpoint import SnapshotCollector
+
+    def gauges():
+        found = {f.name: f.samples for f in SnapshotCollector().collect()}
+        return [[s.value for s in found[name]] for name in ("kece_content_store_free_bytes",
+                                                            "kece_content_store_size_bytes")]
+
+    settings.KECE_ARTIFACT_ROOT = str(tmp_path / "store")
+    assert gauges() == [[], []]
+    (tmp_path / "store").mkdir()
+    [[free], [size]] = gauges()
+    df = subprocess.run(["df", "-B1", "--output=avail,size", str(tmp_path / "store")], capture_output=True,
+                        text=True, check=True).stdout.split()
+    assert size == int(df[-1]) and abs(free - int(df[-2])) < 64 * 1024 * 1024 and 0 < free <= size
