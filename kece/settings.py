@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -109,9 +110,21 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: turns a refused sign-in into `kece.signin.refused`'s page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy on every page: scripts, styles, fonts and connections (the
+# console's WebSocket included) only from the site itself, no inline script or style, so a
+# string that escaped its escaping runs nothing. Images may also come from any https: host
+# or data: (problem statements embed them). The API reference's Swagger UI is served split,
+# its start-up script a file of its own (`kece.views.api_docs`).
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "https:", "data:"],
+    "font-src": [SELF], "connect-src": [SELF], "object-src": [NONE], "base-uri": [NONE], "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}}
 
 # Paths of the contract never end in a slash and never redirect.
 APPEND_SLASH = False

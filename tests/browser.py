@@ -13,6 +13,17 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--no-first-run", "--disable-component-update", "--disable-sync"]
 
 
+# What the site's Content-Security-Policy refused on any page a test opened with `new_page`:
+# a module's browser tests fail at its end if anything was (an inline style or script that
+# the pages still write, a source the policy does not allow).
+REFUSED: list[tuple[str, str]] = []
+
+
+def _note_refusals(page) -> None:
+    page.on("console", lambda message: REFUSED.append((page.url, message.text))
+            if message.type == "error" and "Content Security Policy" in message.text else None)
+
+
 @pytest.fixture(scope="module")
 def chromium():
     executable = shutil.which("chromium")
@@ -27,8 +38,10 @@ def chromium():
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
+            REFUSED.clear()
             yield browser
             browser.close()
+            assert not REFUSED, f"the Content-Security-Policy refused: {REFUSED}"
     finally:
         if saved is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
@@ -36,10 +49,14 @@ def chromium():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = saved
 
 
+# A page's `wait_for_function` takes a function ("() => …"): an expression alone is polled
+# through `eval` in the page, which the site's Content-Security-Policy refuses.
 def new_page(browser, *, width: int = 1280, language: str = "en"):
     context = browser.new_context(viewport={"width": width, "height": 900}, locale=language,
                                   extra_http_headers={"Accept-Language": language})
-    return context.new_page()
+    page = context.new_page()
+    _note_refusals(page)
+    return page
 
 
 def screenshot(page, name: str) -> Path:

@@ -60,6 +60,12 @@
   }
   window.keceLive = false;
   connect();
+  // While the socket is down the parts refresh every 10 s (`kece-offline-poll`); sent from
+  // here rather than as an htmx trigger filter, which htmx evaluates as script source and
+  // the site's Content-Security-Policy refuses.
+  window.setInterval(function () {
+    if (window.keceLive !== true && window.htmx) { htmx.trigger(document.body, "kece-offline-poll"); }
+  }, 10000);
 
   // A live part is not replaced while the operator is inside it (the focus in it, or one of
   // its menus open): the swap would take the focus away and close the menu, every few

@@ -26,6 +26,39 @@
     });
   });
 
+  // Parts that refresh only while the page is visible (`data-poll-visible="N"`): each is
+  // sent `kece-poll` every N s while it is, and at once when the page becomes visible again.
+  // (htmx's own `every Ns [condition]` evaluates the condition as script source, which the
+  // site's Content-Security-Policy refuses.) A part swapped in starts its own count.
+  var due = new WeakMap();
+  function pollParts(now, all) {
+    var parts = document.querySelectorAll("[data-poll-visible]");
+    for (var i = 0; i < parts.length; i++) {
+      var part = parts[i];
+      var every = parseFloat(part.getAttribute("data-poll-visible")) * 1000;
+      if (!due.has(part) && !all) { due.set(part, now + every); continue; }
+      if (all || now >= due.get(part)) {
+        due.set(part, now + every);
+        if (window.htmx) { htmx.trigger(part, "kece-poll"); }
+      }
+    }
+  }
+  window.setInterval(function () {
+    if (document.visibilityState === "visible") { pollParts(Date.now(), false); }
+  }, 250);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible") { pollParts(Date.now(), true); }
+  });
+
+  // A bar's length is its share (`data-share`, 0–100), set here: the site's
+  // Content-Security-Policy allows no style written in the page.
+  function sizeBars(root) {
+    var bars = root.querySelectorAll(".bar[data-share]");
+    for (var i = 0; i < bars.length; i++) { bars[i].style.width = bars[i].getAttribute("data-share") + "%"; }
+  }
+  document.addEventListener("DOMContentLoaded", function () { sizeBars(document); });
+  document.addEventListener("htmx:load", function (event) { sizeBars(event.target); });
+
   // Submit forms: the language select shows its runtime's live status next to it.
   document.addEventListener("change", function (event) {
     var select = event.target;

@@ -323,7 +323,7 @@ def test_the_live_list_waits_while_the_operator_is_in_a_menu_and_catches_up_afte
 
     JudgeNode.objects.filter(pk=node.pk).update(max_slots=3)
     page.evaluate("htmx.trigger(document.body, 'judgers-changed')")
-    page.wait_for_function("window.__asked >= 1")
+    page.wait_for_function("() => window.__asked >= 1")
     assert page.evaluate("window.__swapped") == 0
     assert page.evaluate("document.querySelector('#fleet details').open")
     assert page.evaluate("document.activeElement.textContent.trim()") == "Run checks"
@@ -331,7 +331,7 @@ def test_the_live_list_waits_while_the_operator_is_in_a_menu_and_catches_up_afte
 
     page.locator("#fleet summary", has_text="Actions").first.click()  # closes the menu
     page.evaluate("document.activeElement.blur()")
-    page.wait_for_function("window.__swapped >= 1")
+    page.wait_for_function("() => window.__swapped >= 1")
     assert "0 / 3" in page.locator("#fleet").inner_text()
     page.context.close()
 
@@ -344,7 +344,7 @@ def test_a_refused_registration_puts_the_keyboard_on_the_first_field_refused(con
     page.get_by_label("Name", exact=True).fill("python-9")
     page.get_by_label("Base URL", exact=True).fill("https://127.0.0.1:22")  # not an approved port
     page.get_by_role("button", name="Register", exact=True).click()
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'r-url'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'r-url'")
     described = page.evaluate("document.activeElement.getAttribute('aria-describedby')")
     assert "Port 22 is not an approved port" in page.locator(f"#{described.split()[0]}").inner_text()
     page.context.close()

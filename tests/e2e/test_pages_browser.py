@@ -56,7 +56,7 @@ def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_se
     sign_in(page, quiet_server.url, "wide", PASSWORD, f"/submissions/ALGO/{submission.pk}")
     code = page.locator("pre.output").last
     code.wait_for()
-    page.wait_for_function("document.querySelector('pre.output:last-of-type').getAttribute('role') === 'region'")
+    page.wait_for_function("() => document.querySelector('pre.output:last-of-type').getAttribute('role') === 'region'")
     assert (code.get_attribute("tabindex"), code.get_attribute("aria-label")) == ("0", "Code")
     for _ in range(60):  # the keyboard gets there, Tab by Tab
         page.keyboard.press("Tab")
@@ -64,10 +64,10 @@ def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_se
             break
     assert page.evaluate("document.activeElement.matches('pre.output')")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("document.activeElement.scrollLeft > 0")
+    page.wait_for_function("() => document.activeElement.scrollLeft > 0")
     screenshot(page, "submission-code-region-390-en")
     page.set_viewport_size({"width": 1280, "height": 900})  # wide enough: no longer a stop of its own
-    page.wait_for_function("!document.querySelector('pre.output:last-of-type').hasAttribute('tabindex')")
+    page.wait_for_function("() => !document.querySelector('pre.output:last-of-type').hasAttribute('tabindex')")
     page.context.close()
 
 
@@ -135,10 +135,10 @@ def test_the_panel_refreshes_while_visible_pauses_while_hidden_and_announces_cha
     snapshot.refresh_step()
     with page.expect_request(re.compile(r"/status/panel$"), timeout=5000):
         pass
-    page.wait_for_function("document.querySelector('#topbar-status').innerText.includes('2 / 5')", timeout=5000)
+    page.wait_for_function("() => document.querySelector('#topbar-status').innerText.includes('2 / 5')", timeout=5000)
     assert "2 / 5 runtimes available" in page.locator("#judge-status").inner_text()
     page.wait_for_function(
-        "document.querySelector('#judge-status-announce').textContent.includes('2 / 5 runtimes available')",
+        "() => document.querySelector('#judge-status-announce').textContent.includes('2 / 5 runtimes available')",
         timeout=5000)
     # Hidden: no refresh for several periods.
     requests = []
