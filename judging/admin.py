@@ -17,18 +17,24 @@ class ExamQuestionInline(admin.StackedInline):
     extra = 0
 
 
-class ExamParticipantInline(admin.TabularInline):
-    model = ExamParticipant
-    extra = 0
-    readonly_fields = ("handed_in_at", "hand_in_jobs", "objective_score")
-
-
 @admin.register(Exam)
 class ExamAdmin(admin.ModelAdmin):
+    """No participants here: an exam has hundreds or thousands, each a form row with a list of
+    every account (a page of minutes and megabytes). They are on the exam's own pages
+    (`/admin/exams/<id>`, paged) and in the list below, by exam."""
     list_display = ("title", "mode", "starts_at", "ends_at", "published_at", "deleted_at")
     list_filter = ("mode",)
     readonly_fields = ("revision", "published_at", "deleted_at")
-    inlines = [ExamProblemInline, ExamQuestionInline, ExamParticipantInline]
+    inlines = [ExamProblemInline, ExamQuestionInline]
+
+
+@admin.register(ExamParticipant)
+class ExamParticipantAdmin(admin.ModelAdmin):
+    list_display = ("exam", "user", "handed_in_at", "objective_score")
+    list_select_related = ("exam", "user")
+    search_fields = ("user__username", "exam__title")
+    raw_id_fields = ("exam", "user")
+    readonly_fields = ("handed_in_at", "hand_in_jobs", "objective_score")
 
 
 class PracticeInline(admin.TabularInline):

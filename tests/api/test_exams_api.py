@@ -1,5 +1,6 @@
 """The exam, lesson-practice and idempotent-submit additions to the HTTP API."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -181,8 +182,30 @@ def test_django_admin_lists_and_edits_exams_and_lessons(problem):
     client = Client()
     client.force_login(superuser)
     for path in ("/django-admin/judging/exam/", f"/django-admin/judging/exam/{exam.pk}/change/",
-                 f"/django-admin/judging/lesson/{lesson.pk}/change/"):
+                 f"/django-admin/judging/lesson/{lesson.pk}/change/", "/django-admin/judging/examparticipant/",
+                 "/django-admin/authtoken/tokenproxy/add/"):
         assert client.get(path).status_code == 200, path
+
+
+@pytest.mark.django_db
+def test_django_admins_exam_and_token_pages_never_list_every_account(problem):
+    """A term's tens of thousands of accounts: a form row with a list of all of them, per
+    participant, made an exam's page take minutes and megabytes."""
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.db import connection
+
+    students = [person(f"s{i}") for i in range(30)]
+    exam = make_exam(problem, participants=students)
+    superuser = person("root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(superuser)
+    for path in (f"/django-admin/judging/exam/{exam.pk}/change/", "/django-admin/authtoken/tokenproxy/add/"):
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(path).content.decode()
+        assert not re.search(r'<option value="\d+"[^>]*>s\d+</option>', page), path  # no option per account
+        assert not [q for q in queries.captured_queries if 'FROM `auth_user`' in q["sql"]
+                    and "WHERE" not in q["sql"]], path
 
 
 @pytest.mark.django_db
