@@ -421,6 +421,9 @@ class FirstAccepted(models.Model):
     class Meta:
         db_table = "judge_first_accepted"
         constraints = [models.UniqueConstraint(fields=["user", "problem"], name="uniq_first_accepted")]
+        # A lesson's daily chart: its problems' first solutions since a day, not their whole
+        # history (`judging.statistics`).
+        indexes = [models.Index(fields=["problem", "accepted_at"], name="first_accepted_daily")]
 
 
 class PracticeBest(models.Model):

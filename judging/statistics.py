@@ -7,7 +7,7 @@ in the way of a submit, a claim or a result. A student's own figures are one sma
 their own rows beside it.
 """
 
-from datetime import timedelta
+from datetime import datetime, time, timedelta, timezone as dt_timezone
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -54,7 +54,10 @@ def _compute(lesson_id: int, *, now) -> dict:
                .values("practice_id", "problem_id").annotate(n=Count("id"))}
     problem_ids = {problem.pk for practice in practices for problem in practice.problems.all()}
     since = (now - timedelta(days=DAYS - 1)).date()
-    daily = dict(FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__date__gte=since)
+    # From the first day's midnight (UTC), as a time: `accepted_at__date` would be DATE(…),
+    # which no index serves, and read every solution the problems ever had.
+    since_midnight = datetime.combine(since, time.min, tzinfo=dt_timezone.utc)
+    daily = dict(FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__gte=since_midnight)
                  .exclude(user_id=system_user_id()).exclude(_results_not_shown(now))
                  .annotate(day=TruncDate("accepted_at")).values("day")
                  .annotate(n=Count("id")).values_list("day", "n"))

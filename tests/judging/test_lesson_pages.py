@@ -85,6 +85,27 @@ def test_the_statistics_rank_students_count_days_and_solvers_and_are_cached(less
     assert lesson_statistics(lesson)["leaderboard"][1]["total"] == 200
 
 
+def test_the_daily_chart_counts_from_its_first_days_midnight(lesson):
+    """Fourteen days, today included, in UTC: a solution a second before the first day's
+    midnight is not counted, one at midnight is, on that day."""
+    from datetime import datetime, time, timedelta, timezone as dt_timezone
+
+    from judging.models import FirstAccepted
+
+    lesson, _practice, first, second = lesson
+    now = timezone.now()
+    first_day = (now - timedelta(days=13)).date()
+    midnight = datetime.combine(first_day, time.min, tzinfo=dt_timezone.utc)
+    for user, problem, at in ((person("early"), first, midnight - timedelta(seconds=1)),
+                              (person("on-time"), first, midnight), (person("later"), second, midnight)):
+        FirstAccepted.objects.create(user=user, problem=problem, submission_type="ALGO", submission_id=1,
+                                     accepted_at=at)
+    cache.clear()
+    daily = lesson_statistics(lesson, now=now)["daily"]
+    assert len(daily) == 14 and daily[0] == {"day": first_day.isoformat(), "accepted": 2}
+    assert sum(day["accepted"] for day in daily) == 2
+
+
 def test_the_daily_count_tells_no_verdict_an_exam_still_hides(lesson, node_a):
     """A lesson's problem set in an OI exam: a participant hands in early and is judged AC.
     Until the results are published, the class's daily count does not show it."""
