@@ -51,19 +51,44 @@ class BoundedCache:
             self._entries.clear()
 
 
+# While one request computes a figure that has gone stale, the others are served the
+# previous one: kept this many times the figure's own life. A class opening its lesson at
+# the start of a lab would otherwise compute the same statistics once per student.
+STALE_KEPT_FOR = 10
+
+
 def shared_or_computed(key: str, compute, *, timeout: float):
     """`compute()`'s value through the shared (Redis) cache while it is fresh there, for
-    figures that many pages read and any one may compute. While the cache is away, each
-    read computes: the page is slower, never broken."""
+    figures that many pages read and any one may compute. Once it is stale, one request
+    computes it again while the others read the previous value (when there is one: else
+    each computes). While the cache is away, each read computes: the page is slower, never
+    broken."""
+    previous_key, computing_key = f"{key}:previous", f"{key}:computing"
     try:
-        found = cache.get(key)
+        found = cache.get_many([key, previous_key])
+        if key in found:
+            return found[key]
+        if previous_key in found and not cache.add(computing_key, 1, timeout=timeout):
+            return found[previous_key]
     except Exception as exc:  # noqa: BLE001 - any cache failure: computed instead
         logger.warning("shared cache unreadable", extra={"key": key, "error": str(exc)})
         return compute()
-    if found is None:
-        found = compute()
-        try:
-            cache.set(key, found, timeout=timeout)
-        except Exception as exc:  # noqa: BLE001
-            logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
-    return found
+    try:
+        value = compute()
+    except Exception:
+        _forget(computing_key)  # the next request tries again
+        raise
+    try:
+        cache.set(key, value, timeout=timeout)
+        cache.set(previous_key, value, timeout=timeout * STALE_KEPT_FOR)
+        cache.delete(computing_key)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
+    return value
+
+
+def _forget(key: str) -> None:
+    try:
+        cache.delete(key)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})

@@ -52,3 +52,52 @@ def test_requests_on_a_lane_share_the_process_redis_connections():
     opened = server.info("stats")["total_connections_received"]
     assert asyncio.run(requests()) == list(range(50))
     assert server.info("stats")["total_connections_received"] - opened <= 2
+
+
+def test_one_request_recomputes_a_stale_figure_while_the_others_read_the_previous_one():
+    """A class opening its lesson together once the statistics have gone stale: one request
+    computes them again, the others are answered at once with the previous figures."""
+    import threading
+
+    from django.core.cache import cache
+
+    from kece.caches import shared_or_computed
+
+    cache.delete_many(["figures", "figures:previous", "figures:computing"])
+    assert shared_or_computed("figures", lambda: "monday", timeout=60) == "monday"
+    cache.delete("figures")  # gone stale
+    started, others_done = threading.Event(), threading.Event()
+    computed = []
+
+    def compute():
+        computed.append(1)
+        started.set()
+        assert others_done.wait(30), "the others waited for this computation"
+        return "tuesday"
+
+    with ThreadPoolExecutor(8) as threads:
+        first = threads.submit(shared_or_computed, "figures", compute, timeout=60)
+        assert started.wait(30)  # the first request holds the computation
+        others = [threads.submit(shared_or_computed, "figures", compute, timeout=60) for _ in range(7)]
+        assert [other.result(timeout=30) for other in others] == ["monday"] * 7
+        others_done.set()
+        assert first.result(timeout=30) == "tuesday"
+    assert len(computed) == 1
+    assert shared_or_computed("figures", compute, timeout=60) == "tuesday"
+
+
+def test_a_failed_recomputation_lets_the_next_request_try_again():
+    from django.core.cache import cache
+
+    from kece.caches import shared_or_computed
+
+    cache.delete_many(["sums", "sums:previous", "sums:computing"])
+    shared_or_computed("sums", lambda: 1, timeout=60)
+    cache.delete("sums")
+
+    def broken():
+        raise RuntimeError("database away")
+
+    with pytest.raises(RuntimeError):
+        shared_or_computed("sums", broken, timeout=60)
+    assert shared_or_computed("sums", lambda: 2, timeout=60) == 2
