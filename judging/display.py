@@ -107,6 +107,9 @@ ATTEMPT_REASONS = {
     "superseded": _("a rejudge replaced it"),
     "deleted": _("the submission was deleted"),
     "node_revoked": _("the judge was revoked"),
+    # Not a fault: the agent started again (a restart, an upgrade) and its work went back.
+    "session_replaced": _("the judge restarted and gave its work back"),
+    "node_not_judging": _("the judge was not judging it"),
 }
 
 

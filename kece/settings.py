@@ -379,6 +379,11 @@ LANGUAGE_CODE = "en"
 # English by default; Simplified Chinese chosen by the browser's Accept-Language or the
 # language switch in the top bar (a cookie).
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+# The switch's choice outlives the browser's session: a student on a lab machine whose
+# browser asks for English chooses Chinese once, not at every start.
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True

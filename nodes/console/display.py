@@ -78,6 +78,14 @@ def setting_changes(before: dict, after: dict, *, group_names: dict) -> list[tup
             for key in SETTING_WORDS if key in before and before.get(key) != after.get(key)]
 
 
+# What a running job is doing, as its node last reported it (`progress_phase`).
+PHASE_WORDS = {"COMPILING": gettext_lazy("Compiling"), "JUDGING": gettext_lazy("Judging")}
+
+
+def phase_words(phase: str) -> str:
+    return PHASE_WORDS.get(phase, phase) if phase else "—"
+
+
 def job_error_words(error: str) -> str:
     """A job's error as the timeline says it: the server's own codes in words, an agent's
     infrastructure error by its code."""

@@ -209,7 +209,7 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
 
 def _held_jobs(node, *, now) -> list[dict]:
     jobs = JudgeJob.objects.filter(node_id=node.pk, state=JobState.RUNNING).order_by("started_at", "id")
-    return [{"job": job, "since": display.ago(job.started_at, now=now),
+    return [{"job": job, "since": display.ago(job.started_at, now=now), "phase": display.phase_words(job.progress_phase),
              "lease_left": display.duration(max(0, int((job.lease_until - now).total_seconds())))
              if job.lease_until else "—"} for job in jobs]
 
@@ -219,7 +219,8 @@ def _detail_context(node, *, now) -> dict:
     errors = list(node_errors(node))
     row = display.node_row(node, now=now, running_check=any(c.status == NodeCheck.Status.RUNNING for c in checks),
                            host_group_name=node.host_group.name)
-    return {"row": row, "node": node, "checks": [_check_parts(c) for c in checks], "errors": errors,
+    return {"row": row, "node": node, "checks": [_check_parts(c) for c in checks],
+            "errors": [{"job": job, "words": display.job_error_words(job.error)} for job in errors],
             "jobs": _held_jobs(node, now=now), "now": now, "canaries": display.canary_lines(node),
             "disagreements": display.disagreement_lines(node),
             "timeline": _timeline(node, observed=row["observed"], checks=checks, errors=errors,

@@ -18,7 +18,7 @@ WORDS = {
     "en": {"lesson": "Loops", "progress": "1 of 2 solved", "you": "ann (you)", "context": "counts for the practice",
            "history": "Given back to the queue, judged again later: the judge stopped answering"},
     "zh-CN": {"lesson": "Loops", "progress": "已解决 1 / 2", "you": "ann (你)", "context": "本次提交计入该练习",
-              "history": "已退回队列，稍后重新评测：评测节点没有响应"},
+              "history": "已退回队列，稍后重新评测：评测机没有响应"},
 }
 
 

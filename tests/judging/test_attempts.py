@@ -139,3 +139,16 @@ def test_the_owner_sees_the_history_in_words_and_only_admins_see_the_nodes(probl
     assert f"/admin/judgers/{first.pk}" not in page, "a student is not shown the judges"
     admin_page = session_client(make_admin()).get(f"/submissions/ALGO/{submission.pk}").content.decode()
     assert f"/admin/judgers/{first.pk}" in admin_page
+
+
+def test_a_restarted_judge_is_not_called_a_fault_in_the_students_history():
+    """An agent that started again (a restart, an upgrade) gives its leases back: the student
+    is told so, not that the judge failed; an agent's own error stays a fault, by its code."""
+    from judging.display import history_rows
+
+    lease = {"leaseEpoch": 1, "nodeId": 1, "outcome": "REQUEUED", "endedAt": None}
+    history = [{"generation": 1, "attempts": [{**lease, "error": "session_replaced"},
+                                              {**lease, "error": "sandbox_failed"}]}]
+    restarted, failed = history_rows(history)
+    assert restarted["reason"] == "the judge restarted and gave its work back"
+    assert failed["reason"] == "a fault on the judge (sandbox_failed)"

@@ -189,6 +189,8 @@ def test_the_language_switch_remembers_the_choice(client):
     response = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/problems"})
     assert response.status_code == 302 and response["Location"] == "/problems"
     assert "题目" in client.get("/problems").content.decode()
+    # Past the browser's session too (a lab machine's browser asking for English).
+    assert response.cookies["django_language"]["max-age"] >= 30 * 24 * 3600
 
 
 def test_a_form_sent_without_its_token_says_nothing_was_sent_in_the_visitors_language(student, problem):

@@ -337,6 +337,24 @@ def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student,
     assert "alice" in page and "changed" in page and "Max slots: 4 → 3" in page
 
 
+def test_the_node_page_says_what_a_job_is_doing_and_why_one_failed_in_the_pages_language(
+        admin, student, problem, node_a):
+    """The phase a node reports and a job's error code are shown in words, in Chinese too,
+    in the list of recent errors as in the timeline (it showed `JUDGING`, `lease_expired`)."""
+    node, identity = node_a
+    submit(student, problem, language="python")
+    submit(student, problem, language="python")
+    running, expired = claim(identity, free_slots=2)
+    JudgeJob.objects.filter(pk=running.pk).update(progress_phase="JUDGING", progress_testcase=2)
+    JudgeJob.objects.filter(pk=expired.pk).update(error="lease_expired", last_node_id=node.pk,
+                                                  updated_at=timezone.now())
+    for language, phase, error in (("en", "Judging · case 2", f"job {expired.pk}: lease expired"),
+                                   ("zh-hans", "评测中 · 第 2 个测试点", f"任务 {expired.pk}：")):
+        page = admin.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+        assert phase in page and error in page, language
+        assert "JUDGING" not in page and "lease_expired" not in page, language
+
+
 def test_the_timeline_says_in_words_what_changed_and_what_failed(admin, student, problem, node_a):
     node, identity = node_a
     old_group, rack = node.host_group.name, HostGroupFactory(name="rack-2", total_slots=8)
