@@ -35,12 +35,24 @@ def env(tmp_path):
                                 KECE_ARTIFACT_ROOT=tmp_path / "artifacts", KECE_LOG_LEVEL="WARNING")
 
 
-def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(env, state_dir):
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One whole demo on python, every process logging at DEBUG: the run the tests below
+    read (its output, logs, state and database), made once for them all."""
+    state = private_dir("kece-demo-", 0o711)
+    tmp = tmp_path_factory.mktemp("demo")
+    env = operator_environment(DEBUG=1, DATABASE_URL=f"sqlite:///{tmp / 'kece.sqlite3'}",
+                               KECE_ARTIFACT_ROOT=tmp / "artifacts", KECE_LOG_LEVEL="DEBUG", JUDGE_LOG_LEVEL="DEBUG")
     run = subprocess.run([sys.executable, "manage.py", "demo", "--no-wait", "--pools", "python",
-                          "--port", str(free_port()), "--state-dir", str(state_dir)],
+                          "--port", str(free_port()), "--state-dir", str(state)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-3000:]
+    yield run.returncode, run.stdout + run.stderr, state, tmp / "kece.sqlite3"
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def test_the_demo_judges_every_python_sample_as_intended_on_sqlite(demo_run):
+    returncode, output, state_dir, _ = demo_run
+    assert returncode == 0, output[-3000:]
     submitted = int(re.search(r"submitted (\d+) sample solutions", output).group(1))
     judged = re.findall(r"^\[demo\] python .* → (\S+) .*$", output, flags=re.M)
     assert submitted >= 14 and len(judged) == submitted, output[-3000:]
@@ -63,19 +75,15 @@ def secrets_of_the_run(database, state_dir) -> tuple[set[str], set[str]]:
     return clear, join_digests
 
 
-def test_no_secret_the_demo_made_reaches_its_output_or_logs(env, state_dir, tmp_path):
+def test_no_secret_the_demo_made_reaches_its_output_or_logs(demo_run):
     """A whole demo with every process logging at DEBUG: no API token, node credential,
     probe key or join code appears in its output, the server's log or the agent's, nor the
     users' password in the logs (the demo prints it to its operator on purpose)."""
-    env = {**env, "KECE_LOG_LEVEL": "DEBUG", "JUDGE_LOG_LEVEL": "DEBUG"}
-    run = subprocess.run([sys.executable, "manage.py", "demo", "--no-wait", "--pools", "python",
-                          "--port", str(free_port()), "--state-dir", str(state_dir)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-3000:]
+    returncode, output, state_dir, database = demo_run
+    assert returncode == 0, output[-3000:]
     logs = (state_dir / "server.log").read_text() + (state_dir / "python" / "agent.log").read_text()
     assert "DEBUG" in logs and "job leased" in logs, logs[-3000:]
-    clear, join_digests = secrets_of_the_run(tmp_path / "kece.sqlite3", state_dir)
+    clear, join_digests = secrets_of_the_run(database, state_dir)
     everything = output + logs
     leaked = [secret[:6] + "…" for secret in clear if secret in everything]
     assert not leaked, f"secrets in the demo's output or logs: {leaked}"
