@@ -50,6 +50,73 @@
     if (document.visibilityState === "visible") { pollParts(Date.now(), true); }
   });
 
+  // The code editor (a textarea with `data-code-editor`). Tab indents the line or the lines
+  // selected, Shift+Tab takes an indent back, as in every code editor: a Tab that moved on
+  // to the Submit button made the next key send half-written code. Esc, then Tab, leaves
+  // the editor (so the keyboard is never trapped in it; the hint under it says so).
+  var INDENT = "    ";
+  var leaving = false;
+  function lineStart(text, at) { return text.lastIndexOf("\n", at - 1) + 1; }
+  function indent(editor, back) {
+    var text = editor.value, start = editor.selectionStart, end = editor.selectionEnd;
+    if (!back && start === end) {
+      if (!document.execCommand || !document.execCommand("insertText", false, INDENT)) {
+        editor.setRangeText(INDENT, start, end, "end");
+      }
+      return;
+    }
+    var first = lineStart(text, start);
+    var lines = text.slice(first, end).split("\n");
+    var changed = lines.map(function (line) {
+      if (!back) { return INDENT + line; }
+      var spaces = line.match(/^ {0,4}/)[0].length;
+      return line.slice(line.charAt(0) === "\t" ? 1 : spaces);
+    }).join("\n");
+    editor.setSelectionRange(first, end);
+    if (!document.execCommand || !document.execCommand("insertText", false, changed)) {
+      editor.setRangeText(changed, first, end, "select");
+    } else {
+      editor.setSelectionRange(first, first + changed.length);
+    }
+  }
+  document.addEventListener("keydown", function (event) {
+    var editor = event.target;
+    if (!editor.matches || !editor.matches("textarea[data-code-editor]")) { return; }
+    if (event.key === "Escape") { leaving = true; return; }
+    if (event.key !== "Tab" || event.ctrlKey || event.altKey || event.metaKey) { leaving = false; return; }
+    if (leaving) { leaving = false; return; }  // Esc, then Tab: the focus moves on
+    event.preventDefault();
+    indent(editor, event.shiftKey);
+  });
+
+  // What a student typed is kept for the tab's life (`sessionStorage`, per account,
+  // problem and exam or practice): a reload or the language switch no longer loses it. Not
+  // kept past the tab: a lab machine's next student must not find it.
+  document.addEventListener("DOMContentLoaded", function () {
+    var editor = document.querySelector("textarea[data-draft-key]");
+    if (!editor || !window.sessionStorage) { return; }
+    var key = editor.getAttribute("data-draft-key");
+    var language = editor.form && editor.form.querySelector("select[name=language]");
+    var saved = null;
+    try { saved = JSON.parse(sessionStorage.getItem(key) || "null"); } catch (ignored) { saved = null; }
+    if (saved && saved.code && !editor.value.trim()) {
+      editor.value = saved.code;
+      if (language && saved.language && language.querySelector("option[value='" + saved.language + "']")) {
+        language.value = saved.language;
+        language.dispatchEvent(new Event("change", {bubbles: true}));
+      }
+      var note = document.getElementById("draft-note");
+      if (note) { note.textContent = editor.getAttribute("data-draft-restored"); }
+    }
+    function keep() {
+      try {
+        sessionStorage.setItem(key, JSON.stringify({code: editor.value, language: language ? language.value : ""}));
+      } catch (ignored) { /* storage full or refused: the page works as before */ }
+    }
+    editor.addEventListener("input", keep);
+    if (language) { language.addEventListener("change", keep); }
+  });
+
   // A bar's length is its share (`data-share`, 0–100), set here: the site's
   // Content-Security-Policy allows no style written in the page.
   function sizeBars(root) {

@@ -217,3 +217,40 @@ def test_a_refused_submit_on_a_phone_opens_at_its_reasons(quiet_server, chromium
     assert page.evaluate("window.scrollY") > 0
     screenshot(page, "problem-refused-390-zh")
     page.context.close()
+
+
+def test_tab_indents_the_code_and_a_reload_keeps_what_was_typed(quiet_server, chromium):
+    """Tab in the code indents, as in any editor: it moved the focus to Submit, and the next
+    key sent half-written code (in an OI exam, over a good answer). Esc, then Tab, leaves.
+    What was typed, and its language, survive a reload and the language switch."""
+    problem, _ = problem_import(SAMPLES / "prefix-sums")
+    person("dora")
+    page = new_page(chromium)
+    sign_in(page, quiet_server.url, "dora", PASSWORD, f"/problems/{problem.pk}")
+    code = page.get_by_label("Code", exact=True)
+    code.click()
+    page.keyboard.type("def main():")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    page.keyboard.type("pass")
+    assert code.input_value() == "def main():\n    pass"
+    assert page.evaluate("() => document.activeElement.id") == "id_code"
+    page.keyboard.press("Shift+Tab")
+    assert code.input_value() == "def main():\npass"
+    page.keyboard.press("Tab")
+    page.get_by_label("Language", exact=True).select_option("python")
+    code.focus()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") != "id_code"  # the keyboard is not trapped
+    assert page.evaluate("() => document.activeElement.tagName") != "BODY"
+
+    page.reload()
+    assert code.input_value() == "def main():\n    pass"
+    assert page.get_by_label("Language", exact=True).input_value() == "python"
+    assert "has not been submitted" in page.locator("#draft-note").inner_text()
+    page.get_by_role("button", name="Switch").click()  # the site's language, on the same page
+    page.wait_for_url(f"{quiet_server.url}/problems/{problem.pk}")
+    assert page.get_by_label("Code", exact=True).input_value() == "def main():\n    pass"
+    screenshot(page, "problem-draft-kept-1280-en")
+    page.context.close()
