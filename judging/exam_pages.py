@@ -70,6 +70,18 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
     return render(request, "judging/exam_detail.html", context, status=status)
 
 
+def _save_answers(request, exam_id: int, *, now) -> None:
+    """Every question of the page's one form (`choices-<question>`), each saved as the
+    service saves one; a form of one question, `choices`, as an older page sent it."""
+    questions = request.POST.getlist("question")
+    for question in questions:
+        given = request.POST.getlist(f"choices-{question}") if "action" in request.POST else \
+            request.POST.getlist("choices")
+        choices = [whole_number(c) for c in given]  # the service refuses a None
+        exams.exam_answer_save(exam_id=exam_id, question_id=whole_number(question) or 0, user=request.user,
+                               choices=choices, now=now)
+
+
 @require_http_methods(["GET", "POST"])
 def exam_detail(request, exam_id: int):
     if (response := _login(request)) is not None:
@@ -87,10 +99,8 @@ def exam_detail(request, exam_id: int):
             exams.exam_hand_in(exam_id=exam_id, user=request.user, now=now)
             messages.success(request, _("Handed in. The exam takes no more answers or submissions from you."))
         else:
-            choices = [whole_number(c) for c in request.POST.getlist("choices")]  # the service refuses a None
-            exams.exam_answer_save(exam_id=exam_id, question_id=whole_number(request.POST.get("question")) or 0,
-                                   user=request.user, choices=choices, now=now)
-            messages.success(request, _("Answer saved."))
+            _save_answers(request, exam_id, now=now)
+            messages.success(request, _("Your answers are saved."))
     except NotFound:
         raise Http404 from None
     except DomainError as exc:

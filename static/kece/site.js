@@ -117,6 +117,34 @@
     if (language) { language.addEventListener("change", keep); }
   });
 
+  // An exam's answers (`form[data-autosave]`) are saved as they are ticked: a tick left
+  // unsaved was lost at the end of the exam, or when another question was saved. The form
+  // is posted as its button would post it; the status beside the button says how it went,
+  // and leaving the page with a change not saved asks first.
+  var unsaved = false;
+  function autosave(form) {
+    var state = form.querySelector(".save-state");
+    unsaved = true;
+    if (state) { state.textContent = form.getAttribute("data-saving"); }
+    // getAttribute: `form.action` is the input named "action", not the form's address.
+    fetch(form.getAttribute("action"), {method: "POST", body: new FormData(form), credentials: "same-origin"})
+      .then(function (answer) {
+        unsaved = !answer.ok;
+        if (state) { state.textContent = form.getAttribute(answer.ok ? "data-saved" : "data-unsaved"); }
+      })
+      .catch(function () { if (state) { state.textContent = form.getAttribute("data-unsaved"); } });
+  }
+  document.addEventListener("change", function (event) {
+    var form = event.target.form;
+    if (form && form.hasAttribute("data-autosave") && window.fetch && window.FormData) { autosave(form); }
+  });
+  window.addEventListener("beforeunload", function (event) {
+    if (unsaved) { event.preventDefault(); event.returnValue = ""; }
+  });
+  document.addEventListener("submit", function (event) {
+    if (event.target.hasAttribute && event.target.hasAttribute("data-autosave")) { unsaved = false; }
+  });
+
   // A bar's length is its share (`data-share`, 0–100), set here: the site's
   // Content-Security-Policy allows no style written in the page.
   function sizeBars(root) {

@@ -28,9 +28,9 @@ def test_an_early_hand_in_shows_no_answer_key_while_the_exam_is_open(quiet_serve
 
     page = new_page(chromium)
     sign_in(page, base, "sam", PASSWORD, path)
-    page.get_by_role("radio", name="4").check()
-    with page.expect_navigation():
-        page.get_by_role("button", name="Save answer").click()
+    page.get_by_role("radio", name="4").check()  # saved as it is ticked, without pressing Save
+    page.get_by_role("status").filter(has_text="Your answers are saved.").wait_for()
+    page.reload()
     assert page.get_by_role("radio", name="4").is_checked()
     page.get_by_role("link", name=algo.title).click()
     page.get_by_label("Code").fill("a, b = map(int, input().split())\nprint(a + b)\n")
@@ -60,12 +60,13 @@ def test_an_early_hand_in_shows_no_answer_key_while_the_exam_is_open(quiet_serve
     chinese.context.close()
 
 
-@pytest.mark.parametrize("language, width, save, refused", [
-    ("en", 1280, "Save answer", "That was not saved: The exam has ended; it takes no more answers or submissions."),
-    ("zh-CN", 390, "保存答案", "未保存：考试已结束，不再接受作答或提交。"),
+@pytest.mark.parametrize("language, width, save, unsaved, refused", [
+    ("en", 1280, "Save answers", "Your last change is not saved",
+     "That was not saved: The exam has ended; it takes no more answers or submissions."),
+    ("zh-CN", 390, "保存答案", "你最近的修改尚未保存", "未保存：考试已结束，不再接受作答或提交。"),
 ])
 def test_an_answer_saved_after_the_end_is_refused_in_the_students_language(quiet_server, chromium, language,
-                                                                          width, save, refused):
+                                                                          width, save, unsaved, refused):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -78,9 +79,12 @@ def test_an_answer_saved_after_the_end_is_refused_in_the_students_language(quiet
         {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 40}])
     page = new_page(chromium, width=width, language=language)
     sign_in(page, quiet_server.url, "sam", PASSWORD, f"/exams/{exam.pk}", language=language)
-    page.get_by_role("radio", name="4").check()
-    # The exam ends while the page is open: the answer comes a second late.
+    # The exam ends while the page is open: the answer comes a second late. Ticked, it is
+    # not saved, and the page says so; pressed, the refusal says why.
     Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    page.get_by_role("radio", name="4").check()
+    page.get_by_role("status").filter(has_text=unsaved).wait_for()
+    page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
         page.get_by_role("button", name=save).click()
     assert refused in page.locator("main").inner_text()

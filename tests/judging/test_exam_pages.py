@@ -20,6 +20,25 @@ def signed_in(client, student):
     return client
 
 
+def test_saving_the_answers_keeps_what_is_ticked_in_every_question(signed_in, student, problem):
+    """The page's questions are one form: saving sends them all, so ticks in one question
+    are not dropped by saving another (each had its own form and button, and a reload
+    after one lost the others' unsaved ticks)."""
+    exam = make_exam(problem, participants=[student], questions=[
+        {"kind": "SINGLE", "options": ["3", "4"], "correct": [1], "points": 5},
+        {"kind": "MULTIPLE", "options": ["red", "green", "blue"], "correct": [0, 2], "points": 5}])
+    first, second = exam.questions.order_by("id")
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert page.count('<form method="post" action="/exams/') == 2  # the questions' one form, and the hand-in
+    assert f'name="choices-{first.pk}"' in page and f'name="choices-{second.pk}"' in page
+    answer = signed_in.post(f"/exams/{exam.pk}", {"action": "answers", "question": [first.pk, second.pk],
+                                                  f"choices-{first.pk}": ["1"], f"choices-{second.pk}": ["0", "2"]})
+    assert answer.status_code == 302
+    assert {a.question_id: a.choices for a in ExamAnswer.objects.all()} == {first.pk: [1], second.pk: [0, 2]}
+    again = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert again.count(" checked>") == 3
+
+
 def test_an_oi_exam_from_the_pages(signed_in, student, problem):
     _, identity = make_node(pool="python")
     exam = make_exam(problem, mode="OI", participants=[student], questions=[
@@ -31,7 +50,7 @@ def test_an_oi_exam_from_the_pages(signed_in, student, problem):
 
     assert signed_in.post(f"/exams/{exam.pk}", {"question": question.pk, "choices": ["0", "2"]}).status_code == 302
     assert ExamAnswer.objects.get().choices == [0, 2]
-    assert "Answer saved." in signed_in.get(f"/exams/{exam.pk}").content.decode()  # said once, after the save
+    assert "Your answers are saved." in signed_in.get(f"/exams/{exam.pk}").content.decode()  # said once, after the save
     form = signed_in.get(f"/problems/{problem.pk}?exam={exam.pk}").content.decode()
     assert f'name="exam" value="{exam.pk}"' in form
     for code in ("print(0)", "print(1)"):
