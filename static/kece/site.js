@@ -108,13 +108,38 @@
       var note = document.getElementById("draft-note");
       if (note) { note.textContent = editor.getAttribute("data-draft-restored"); }
     }
+    // The same code sent again from this page (Back, then Submit) goes under the key it was
+    // first sent with, so the server answers with that submission instead of making a
+    // second one (in an ACM exam, another attempt). Other code goes under a key never sent:
+    // the page's own, or a new one when the page's own was (a page the browser kept).
+    var keyField = editor.form && editor.form.querySelector("input[name=idempotency_key]");
+    var rendered = keyField ? keyField.value : "";
+    var sent = saved && saved.sentKey ? {key: saved.sentKey, code: saved.sentCode} : null;
+    var made = null;
+    function newKey() {
+      var bytes = new Uint8Array(24);
+      window.crypto.getRandomValues(bytes);
+      return Array.prototype.map.call(bytes, function (b) { return ("0" + b.toString(16)).slice(-2); }).join("");
+    }
+    function chooseKey() {
+      if (!keyField || !window.crypto) { return; }
+      if (sent && editor.value === sent.code) { keyField.value = sent.key; return; }
+      keyField.value = (sent && sent.key === rendered) ? (made = made || newKey()) : rendered;
+    }
     function keep() {
       try {
-        sessionStorage.setItem(key, JSON.stringify({code: editor.value, language: language ? language.value : ""}));
+        sessionStorage.setItem(key, JSON.stringify({code: editor.value, language: language ? language.value : "",
+                                                    sentKey: sent && sent.key, sentCode: sent && sent.code}));
       } catch (ignored) { /* storage full or refused: the page works as before */ }
     }
-    editor.addEventListener("input", keep);
+    // A page that refused the post comes with a fresh key of its own: that one is used.
+    if (!document.getElementById("submit-refused")) { chooseKey(); }
+    editor.addEventListener("input", function () { keep(); chooseKey(); });
     if (language) { language.addEventListener("change", keep); }
+    window.addEventListener("pageshow", function (event) { if (event.persisted) { chooseKey(); } });
+    if (editor.form && keyField) {
+      editor.form.addEventListener("submit", function () { sent = {key: keyField.value, code: editor.value}; keep(); });
+    }
   });
 
   // An exam's answers (`form[data-autosave]`) are saved as they are ticked: a tick left

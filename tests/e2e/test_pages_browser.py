@@ -254,3 +254,33 @@ def test_tab_indents_the_code_and_a_reload_keeps_what_was_typed(quiet_server, ch
     assert page.get_by_label("Code", exact=True).input_value() == "def main():\n    pass"
     screenshot(page, "problem-draft-kept-1280-en")
     page.context.close()
+
+
+def test_back_then_submit_again_is_the_same_submission(quiet_server, chromium):
+    """A student submits, goes Back and presses Submit on the same code: one submission, and
+    the page lands on it (a second was made, in an ACM exam another attempt). Changed code
+    is a new submission."""
+    from judging.models import Submission
+
+    problem, _ = problem_import(SAMPLES / "prefix-sums")
+    person("erin")
+    page = new_page(chromium)
+    sign_in(page, quiet_server.url, "erin", PASSWORD, f"/problems/{problem.pk}")
+    page.get_by_label("Language", exact=True).select_option("python")
+    page.get_by_label("Code", exact=True).fill("print(1)\n")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    first = page.url
+    page.go_back()
+    page.wait_for_url(f"{quiet_server.url}/problems/{problem.pk}")
+    assert page.get_by_label("Code", exact=True).input_value() == "print(1)\n"
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    assert page.url == first and Submission.objects.count() == 1
+    page.go_back()
+    page.wait_for_url(f"{quiet_server.url}/problems/{problem.pk}")
+    page.get_by_label("Code", exact=True).fill("print(2)\n")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    assert page.url != first and Submission.objects.count() == 2
+    page.context.close()
