@@ -41,6 +41,14 @@ class ArtifactError(Exception):
         self.code = code
 
 
+class CacheUnwritable(ArtifactError):
+    """The cache's own folder refused a write for another reason than a full disk (a
+    read-only remount, permissions, an I/O error): the node's fault, not the job's."""
+
+    def __init__(self, message: str):
+        super().__init__("cache_unwritable", message)
+
+
 class DiskFull(ArtifactError):
     """No room on the cache's disk, even after evicting what no job holds."""
 
@@ -163,7 +171,7 @@ class ArtifactCache:
             return
         except OSError as exc:
             if exc.errno not in FULL_ERRNOS:
-                raise
+                raise CacheUnwritable(f"{path.parent}: {exc.strerror or exc}") from None
         self.evict_for(size)
         free = self.free_disk()
         if free < size + DISK_HEADROOM:
@@ -173,7 +181,7 @@ class ArtifactCache:
             self._download(digest, size, path, fetch)
         except OSError as exc:
             if exc.errno not in FULL_ERRNOS:
-                raise
+                raise CacheUnwritable(f"{path.parent}: {exc.strerror or exc}") from None
             raise DiskFull(f"{digest}: the cache's disk is full ({exc.strerror})", size) from None
 
     def _download(self, digest: str, size: int, path: Path, fetch: Fetch) -> None:

@@ -21,14 +21,13 @@ import hashlib
 import logging
 import os
 import random
-import shutil
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import AGENT_VERSION, PROTOCOL_VERSION, credentials, diagnostics, judge, log, sqljudge, verdicts
-from .cache import DISK_HEADROOM, ArtifactCache, ArtifactError, DiskFull, Pins
+from .cache import DISK_HEADROOM, ArtifactCache, ArtifactError, CacheUnwritable, DiskFull, Pins
 from .client import ApiError, Backoff, Client, TransportError
 from .config import Config
 from .credentials import JoinCode, NodeCredential
@@ -199,6 +198,9 @@ class Agent:
                                    low_bytes=config.cache_low_mb << 20, on_evict=self.metrics.cache_evictions.inc)
         # Bytes a download needed when the cache's disk was full; while set, nothing is claimed.
         self.disk_full_need: int | None = None
+        # What made the workspace unable to take a job (its run or cache folder refused a
+        # write, its disk was full when a job ended); while set, nothing is claimed.
+        self.workspace_fault: str | None = None
         self.lock = threading.Lock()
         # Creating a run folder and sweeping the others must not interleave, or a sweep
         # could remove a folder a worker has just made.
@@ -215,6 +217,7 @@ class Agent:
         self.fatal: Fatal | None = None
         self.threads: list[threading.Thread] = []
         self.health_checks: dict[str, bool] = {}
+        self._failing_checks: list[str] = []  # as the last heartbeat found them
         self.metrics.watch(slots=self.slot_limit, slots_busy=lambda: len(self.jobs),
                            cache_bytes=lambda: self.cache.total_bytes, last_answer=lambda: client.last_answer)
 
@@ -445,6 +448,28 @@ class Agent:
                       needed_bytes=exc.needed, free_bytes=self.cache.free_disk())
         self.disk_full_need = max(exc.needed, self.disk_full_need or 0)
 
+    def takes_work(self) -> bool:
+        """Whether jobs claimed now could be judged here: the cache's disk has room, and the
+        workspace is not known to refuse them."""
+        return self.cache_has_room() and (self.workspace_fault is None or self.workspace_ready())
+
+    def workspace_ready(self) -> bool:
+        """Whether the workspace takes a job: its run and cache folders take a write and its
+        disk has room (`_workspace_ok`). A fault noted by a job is cleared here, once they do."""
+        ok = _workspace_ok(self.config.workspace, runs=self.runs_root, writable=(self.cache.root,))
+        if ok and self.workspace_fault is not None:
+            log.event(logger, logging.INFO, "the workspace takes jobs again: claiming jobs again",
+                      was=self.workspace_fault)
+            self.workspace_fault = None
+        return ok
+
+    def _note_workspace_fault(self, fault: str) -> None:
+        if self.workspace_fault is None:
+            log.event(logger, logging.ERROR, "the workspace cannot take jobs: no more claims until it can; look at"
+                      " its disk's free space and the folders' permissions and mount", fault=fault[:300],
+                      workspace=str(self.config.workspace))
+        self.workspace_fault = fault
+
     def claim_loop(self) -> None:
         backoff = Backoff()
         while not self.stopping and not self.stop_requested.is_set():
@@ -470,7 +495,7 @@ class Agent:
                 self.session = session
             self._after_session()
             return
-        if not self.cache_has_room():
+        if not self.takes_work():
             # Jobs claimed now would only fail for want of space: wait, look again next turn.
             self.stop_requested.wait(min(2.0, session.heartbeat_ms / 1000))
             return
@@ -633,7 +658,7 @@ class Agent:
                 self.stop_requested.wait(interval)
 
     def health(self) -> dict:
-        checks = {"workspace": _workspace_ok(self.config.workspace), "sandbox": self.sandbox.isolated
+        checks = {"workspace": self.workspace_ready(), "sandbox": self.sandbox.isolated
                   or self.config.allow_weak_sandbox}
         if self.judge_db is not None:
             checks["mysql"] = self.judge_db.ping()
@@ -641,11 +666,25 @@ class Agent:
         checks["cache_space"] = self.cache_has_room()
         checks.update(self.health_checks)
         ok = all(checks.values())
+        self._log_health_changes(checks)
         # Facts about this node's isolation, reported as they are for the server to judge;
         # a configured weak sandbox or a host without a memory cgroup is no agent failure.
         checks["sandbox_isolated"] = self.sandbox.isolated
         checks["memory_cgroup"] = self.sandbox.cgroups is not None
         return {"ok": ok, "checks": checks}
+
+    def _log_health_changes(self, checks: dict) -> None:
+        """A line when one of the node's own checks fails or passes again: the server then
+        offers it no work, or offers it again, and the owner reads why here."""
+        failing = sorted(name for name, passed in checks.items() if not passed)
+        if failing == self._failing_checks:
+            return
+        if failing:
+            log.event(logger, logging.WARNING, "a health check fails: the server offers this node no work until it"
+                      " passes", failing=failing, workspace=str(self.config.workspace))
+        else:
+            log.event(logger, logging.INFO, "every health check passes again", was_failing=self._failing_checks)
+        self._failing_checks = failing
 
     def heartbeat_step(self) -> float:
         session = self.session
@@ -771,11 +810,11 @@ class Agent:
                 with self.runs_lock:
                     jr.run_dir = new_run_dir(self.runs_root, jr.job_id, jr.lease_epoch)
             except OSError as exc:
-                # Said to the server, which gives the job to another node: dropped in silence,
-                # it would wait out its lease.
-                jr.log.error("no run folder", error=str(exc)[:300])
-                body = verdicts.infra_error(jr.lease_epoch, "workspace_error",
-                                            f"the run folder could not be made: {exc}")
+                # The node's fault, not the job's: given back at once (its attempt not
+                # counted) for another node, and no more claims until the folder takes writes.
+                jr.log.error("no run folder; the job is given back", error=str(exc)[:300])
+                self._note_workspace_fault(f"run folder: {exc}")
+                body = verdicts.released(jr.lease_epoch)
             else:
                 body = self.execute(jr)
             if body is not None and jr.begin_post():
@@ -877,6 +916,10 @@ class Agent:
                                                         judge_db=self.judge_db)
         except JobCancelled:
             return None
+        except CacheUnwritable as exc:
+            jr.log.error("the cache refused a write; the job is given back", detail=str(exc))
+            self._note_workspace_fault(f"cache: {exc}")
+            return verdicts.released(jr.lease_epoch)
         except ArtifactError as exc:
             jr.log.error("test data unusable", error=exc.code, detail=str(exc))
             body = verdicts.infra_error(jr.lease_epoch, exc.code, str(exc))
@@ -890,6 +933,17 @@ class Agent:
             body = verdicts.infra_error(jr.lease_epoch, "agent_error", f"{exc.__class__.__name__}: {exc}")
         if jr.cancel.is_set():
             return None
+        if body.get("outcome") == "JUDGED" and body.get("verdict") != "AC" \
+                and _workspace_full(jr.run_dir or self.config.workspace):
+            # The program's writes (its output, a compile's) may have failed for want of
+            # space, not by its fault: that verdict is not posted. An INFRA_ERROR: it counts
+            # the job's attempts, so a program that fills the disk itself cannot go round the
+            # nodes for ever.
+            jr.log.error("the workspace's disk was full when the job ended: its verdict is not trusted",
+                         verdict=body.get("verdict"))
+            self._note_workspace_fault("disk full when a job ended")
+            body = verdicts.infra_error(jr.lease_epoch, "disk_full", "the workspace's disk was full when the job "
+                                        "ended; its verdict was not trusted")
         jr.log.info("judged", outcome=body["outcome"], verdict=body.get("verdict"), score=body.get("score"),
                     error=body.get("error"), elapsed_ms=int((time.monotonic() - started) * 1000))
         return body
@@ -947,7 +1001,7 @@ class Agent:
         loop never counts this slot as free (the job stays in `self.jobs` until its worker
         ends), so the two never ask for the same slot."""
         if self.stopping or self.stop_requested.is_set() or session.desired_state != "ENABLED" \
-                or self.disk_full_need is not None:
+                or self.disk_full_need is not None or self.workspace_fault is not None:
             return body
         return {**body, "claim": {"freeSlots": 1, "inlineSource": True}}
 
@@ -982,12 +1036,39 @@ def stopped_to_release(jobs: list[JobRun]) -> list[JobRun]:
     return [jr for jr in jobs if jr.abort("stopping") and jr.drop_reason == "stopping"]
 
 
-def _workspace_ok(workspace: Path) -> bool:
+def _workspace_ok(workspace: Path, runs: Path | None = None, writable=()) -> bool:
     """Writable, with 256 MiB and a thousand inodes free (a file system that counts none,
-    as btrfs, has no limit on them)."""
+    as btrfs, has no limit on them), and so the `runs` folder (it may be a disk of its own);
+    each folder of `writable` (the cache, whose disk its own check watches) takes a file. A
+    read-only remount or a folder's permissions show only there; a folder missing may be
+    made again, something else in its place may not."""
     try:
-        room = os.statvfs(workspace)
-        inodes_ok = room.f_files == 0 or room.f_favail > 1000
-        return os.access(workspace, os.W_OK) and shutil.disk_usage(workspace).free > 256 << 20 and inodes_ok
+        if not os.access(workspace, os.W_OK) or not _has_room(workspace):
+            return False
+        for folder in ([runs] if runs is not None else []) + list(writable):
+            if folder.is_dir():
+                if folder == runs and not _has_room(folder):
+                    return False
+                written = folder / f".probe.{os.getpid()}.{threading.get_ident()}"
+                written.write_bytes(b"")
+                written.unlink()
+            elif os.path.lexists(folder):
+                return False
+        return True
+    except OSError:
+        return False
+
+
+def _has_room(folder: Path) -> bool:
+    room = os.statvfs(folder)
+    return room.f_bavail * room.f_frsize > 256 << 20 and (room.f_files == 0 or room.f_favail > 1000)
+
+
+def _workspace_full(folder: Path) -> bool:
+    """Whether the disk of a job's run folder is (about) out of space or inodes: a write of
+    the job's may have failed."""
+    try:
+        room = os.statvfs(folder)
+        return room.f_bavail * room.f_frsize < 16 << 20 or (room.f_files != 0 and room.f_favail < 16)
     except OSError:
         return False

@@ -267,7 +267,7 @@ def test_after_an_empty_long_poll_the_next_claim_waits_a_random_moment(monkeypat
     agent = SimpleNamespace(
         session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
         client=client, _note_desired=lambda desired: None, start_jobs=lambda *a: None,
-        stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800), cache_has_room=lambda: True,
+        stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800), takes_work=lambda: True,
         metrics=AgentMetrics())
     loop.Agent.claim_step(agent, SimpleNamespace(reset=lambda: None))
     assert agent.stop_requested.waits == [0.2]  # uniform(0, 0.8 s), here its quarter

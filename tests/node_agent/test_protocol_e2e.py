@@ -11,11 +11,14 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import time
 
+import pytest
 import requests
 
 from tests.agents import sandbox_pids
+from tests.disks import small_disk
 
 from .conftest import SUM_CASES, need_pool, verdict_of
 
@@ -84,10 +87,15 @@ def test_under_the_systemd_units_umask_the_agent_starts_judges_and_self_checks(p
     assert agent.alive()
 
 
-def test_a_run_folder_that_cannot_be_made_is_an_infra_error_and_a_removed_runs_folder_comes_back(plane, launch):
+def test_a_run_folder_that_cannot_be_made_gives_the_job_back_and_stops_claims_until_it_can(plane, launch):
+    """The node's fault, not the job's: the job is given back (its attempt not counted) and
+    judged once the folder can be made again, the agent claiming nothing meanwhile (it made
+    every job fail in a millisecond, the student's with SYSTEM_ERROR, while the node looked
+    ready). A removed runs folder is made again."""
     need_pool("python")
-    agent, _ = launch(plane, "python", slots=1)
+    agent, node_id = launch(plane, "python", slots=1)
     runs = agent.workspace / "runs"
+    node = plane.nodes[node_id]
 
     def operator_removes_runs():
         # The agent may be removing the last job's folder at the same moment: until it is gone.
@@ -98,10 +106,20 @@ def test_a_run_folder_that_cannot_be_made_is_an_infra_error_and_a_removed_runs_f
     assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
     operator_removes_runs()
     runs.write_text("not a folder")
-    job = plane.wait_settled(plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES), timeout=60)
-    assert job.state == "FAILED" and {r["error"] for r in job.results} == {"workspace_error"}, job.results
+    job_id = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+    job = plane.jobs[job_id]
+    plane.wait_for(lambda: job.results, timeout=60, what="the job's first result")
+    plane.wait_for(lambda: node.heartbeats[-1]["health"]["checks"]["workspace"] is False, timeout=30,
+                   what="a heartbeat saying the workspace cannot take jobs")
+    with plane.lock:
+        assert [r["outcome"] for r in job.results] == ["RELEASED"] and job.attempts == 0, job.results
+        assert job.state == "QUEUED", "claimed nothing while the folder cannot be made"
+    assert "the workspace cannot take jobs" in agent.logs()
+    assert re.search(r"a health check fails.*workspace", agent.logs()), "the owner reads why no work comes"
     runs.unlink()
-    assert verdict_of(plane, plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES))["verdict"] == "AC"
+    assert verdict_of(plane, job_id)["verdict"] == "AC"
+    assert "the workspace takes jobs again" in agent.logs()
+    plane.wait_for(lambda: "every health check passes again" in agent.logs(), timeout=30, what="the health back")
 
 
 def test_a_corrupted_artifact_is_an_infra_error_never_a_verdict(plane, launch):
@@ -363,3 +381,73 @@ def test_a_revoked_credential_stops_the_agent(plane, launch):
     assert "credential was refused" in agent.logs()
 
 
+
+
+def test_a_cache_that_refuses_writes_gives_the_job_back_until_it_takes_them_again(plane, launch, own_workspace):
+    """A read-only remount of the cache's disk: the node's fault, not the job's (every job
+    failed in a millisecond, attempts counted, while the node looked ready)."""
+    need_pool("python")
+    workspace = own_workspace
+    with small_disk(workspace / "cache", size_kb=64 * 1024) as cache:
+        agent, node_id = launch(plane, "python", slots=1, workspace=workspace)
+        subprocess.run(["mount", "-o", "remount,ro", str(cache)], check=True)
+        try:
+            job_id = plane.add_job(pool="python", source=PY_AC, cases=SUM_CASES)
+            job = plane.jobs[job_id]
+            plane.wait_for(lambda: job.results, timeout=60, what="the job's first result")
+            plane.wait_for(lambda: plane.nodes[node_id].heartbeats[-1]["health"]["checks"]["workspace"] is False,
+                           timeout=30, what="a heartbeat saying the workspace cannot take jobs")
+            with plane.lock:
+                assert [r["outcome"] for r in job.results] == ["RELEASED"] and job.attempts == 0, job.results
+                assert job.state == "QUEUED"
+            assert "the cache refused a write" in agent.logs()
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(cache)], check=True)
+        assert verdict_of(plane, job_id)["verdict"] == "AC"
+        agent.kill()  # before the disk goes
+
+
+def test_a_disk_that_fills_while_a_program_runs_is_no_verdict(make_plane, launch, own_workspace):
+    """Another job, or anything else on the machine, fills the run folders' disk while a
+    correct program runs: its output cannot be written and it exits with an error. That is
+    not posted as its verdict (RE, final): an INFRA_ERROR, and no claim until there is room."""
+    need_pool("python")
+    plane = make_plane(renew_ms=300)
+    workspace = own_workspace
+    with small_disk(workspace / "runs", size_kb=300 * 1024) as runs:
+        os.chmod(runs, 0o711)  # the sandbox user's way to its run folder
+        agent, node_id = launch(plane, "python", slots=1, workspace=workspace)
+        job_id = plane.add_job(pool="python", source=sleeper(2), cases=SUM_CASES[:1], limits=SLOW_LIMITS)
+        job = plane.jobs[job_id]
+        plane.wait_for(lambda: (job.progress or {}).get("phase") == "JUDGING", what="the program running")
+        filler = runs / "filler"
+        descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:  # every byte of the disk, until it refuses
+            while os.write(descriptor, b"\0" * (1 << 16)):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(descriptor)
+        plane.wait_for(lambda: job.results, timeout=60, what="the job's result")
+        with plane.lock:
+            [first] = job.results
+        assert (first["outcome"], first["error"]) == ("INFRA_ERROR", "disk_full"), first
+        assert "its verdict is not trusted" in agent.logs()
+        plane.wait_for(lambda: plane.nodes[node_id].heartbeats[-1]["health"]["checks"]["workspace"] is False,
+                       timeout=30, what="a heartbeat saying the workspace cannot take jobs")
+        with plane.lock:
+            assert job.state == "QUEUED", "no claim while the disk is full"
+        filler.unlink()
+        assert verdict_of(plane, job_id, timeout=60)["verdict"] == "AC"
+        agent.kill()  # before the disk goes
+
+
+@pytest.fixture
+def own_workspace():
+    """A workspace of the test's own (for a disk mounted in it), removed at the end."""
+    from tests.agents import private_dir
+
+    base = private_dir("kece-agent-", 0o711)
+    yield base / "ws"
+    shutil.rmtree(base, ignore_errors=True)
