@@ -29,6 +29,15 @@ STATE_WORDS = {
 }
 
 
+def _state_words(exam, participant, state: str):
+    if state == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant):
+        return HANDED_IN_AT_THE_END
+    return STATE_WORDS[state]
+
+
+HANDED_IN_AT_THE_END = gettext_lazy("Ended: what you had saved was handed in for you")
+
+
 def _login(request):
     from django.contrib.auth.views import redirect_to_login
 
@@ -42,7 +51,7 @@ def exam_list(request):
     now = timezone.now()
     participants = (ExamParticipant.objects.filter(user=request.user, exam__deleted_at__isnull=True)
                     .select_related("exam").order_by("-exam__starts_at", "-exam_id"))
-    rows = [{"exam": p.exam, "state": str(STATE_WORDS[exams.participant_state(p.exam, p, now=now)])}
+    rows = [{"exam": p.exam, "state": str(_state_words(p.exam, p, exams.participant_state(p.exam, p, now=now)))}
             for p in participants]
     return render(request, "judging/exam_list.html", {"rows": rows})
 
@@ -62,7 +71,7 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
         row["icon"] = display.status_icon(row["status"])
     context = {
         "exam": exam, "view": view, "page": page, "handed_in_at": participant.handed_in_at,
-        "state_words": STATE_WORDS[view["state"]], "error": error,
+        "state_words": _state_words(exam, participant, view["state"]), "error": error,
         "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
         "result": result_json(exam, participant, viewer=request.user, now=now)
         if exams.results_visible(exam) else None,

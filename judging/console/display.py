@@ -20,6 +20,8 @@ PARTICIPANT_WORDS = {
     # The end-of-exam step hands in for them shortly.
     exams.CLOSED: (_("Closed, not handed in"), "down"),
 }
+# Handed in by the end-of-exam step: the participant ran out of time (not a finish).
+HANDED_IN_AT_THE_END = (_("Handed in at the end, by the system"), "unknown")
 
 
 def phase(exam, *, now) -> str:

@@ -185,8 +185,9 @@ def _standings(request, exam, *, now):
     participants = ExamParticipant.objects.filter(exam=exam).select_related("user").order_by("user__username", "id")
     page = paged(request, participants)
     rows = exam_standings(exam, list(page), now=now)
-    for row in rows:
-        row["words"], row["icon"] = display.PARTICIPANT_WORDS[row["state"]]
+    for participant, row in zip(page, rows):
+        at_end = row["state"] == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant)
+        row["words"], row["icon"] = display.HANDED_IN_AT_THE_END if at_end else display.PARTICIPANT_WORDS[row["state"]]
     return page, rows
 
 

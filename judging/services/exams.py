@@ -64,12 +64,23 @@ def _locked_participant(exam_id: int, user):
     return exam, participant
 
 
+def handed_in_at_the_end(exam, participant) -> bool:
+    """Handed in by the end-of-exam step, for a participant who had not: not their doing."""
+    return participant.handed_in_at is not None and participant.handed_in_at >= exam.ends_at
+
+
 # In the reader's language, as every refusal a participant reads (the API's `detail` too).
 _REFUSALS = {
     NOT_STARTED: gettext_lazy("The exam has not started yet."),
     HANDED_IN: gettext_lazy("You have handed in this exam; it takes no more answers or submissions."),
     CLOSED: gettext_lazy("The exam has ended; it takes no more answers or submissions."),
 }
+
+
+def _refusal(exam, participant, state: str) -> str:
+    # Handed in at the end: the exam ended (what was saved was handed in); not "you have
+    # handed in", which a student who did nothing would read as someone else's doing.
+    return str(_REFUSALS[CLOSED if state == HANDED_IN and handed_in_at_the_end(exam, participant) else state])
 
 
 def closed_to(exam_id: int, user, *, now) -> str | None:
@@ -80,14 +91,14 @@ def closed_to(exam_id: int, user, *, now) -> str | None:
     if participant is None:
         return None
     state = participant_state(participant.exam, participant, now=now)
-    return None if state == OPEN else str(_REFUSALS[state])
+    return None if state == OPEN else _refusal(participant.exam, participant, state)
 
 
 def _require_open(exam, participant, *, now) -> None:
     require_agreeing_clock()  # an exam's window is a deadline too
     state = participant_state(exam, participant, now=now)
     if state != OPEN:
-        raise ExamClosed(str(_REFUSALS[state]))
+        raise ExamClosed(_refusal(exam, participant, state))
 
 
 def not_a_participant() -> Invalid:

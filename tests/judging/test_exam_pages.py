@@ -207,3 +207,22 @@ def test_a_deleted_oi_submission_says_cancelled_before_and_after_the_hand_in(sig
         exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
     assert "Cancelled" not in signed_in.get(f"/submissions/ALGO/{kept.pk}").content.decode(), \
         "the one left is the last, judged at the hand-in"
+
+
+def test_a_student_handed_in_at_the_end_is_told_the_exam_ended_not_that_they_handed_in(signed_in, student, problem):
+    """The end-of-exam step hands in for whoever had not: that student is told the exam ended
+    and what they had saved was handed in for them (they read "you have handed in" as
+    someone else's doing); the teacher sees who ran out of time."""
+    from judging.services.exams import exams_hand_in_overdue
+    from tests.api.helpers import make_admin, session_client
+
+    now = timezone.now()
+    exam = make_exam(problem, mode="OI", participants=[student], now=now - timedelta(minutes=20), minutes=10)
+    assert exams_hand_in_overdue(now=now) == 1
+    page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert "Ended: what you had saved was handed in for you" in page and "Status: Handed in" not in page
+    assert "Ended: what you had saved was handed in for you" in signed_in.get("/exams").content.decode()
+    refused = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
+    assert "The exam has ended" in refused.content.decode() and "You have handed in" not in refused.content.decode()
+    teacher = session_client(make_admin()).get(f"/admin/exams/{exam.pk}").content.decode()
+    assert "Handed in at the end, by the system" in teacher
