@@ -86,6 +86,11 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "practice": None if _exam_id(request) else _practice(request, problem),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
+    # An exam that keeps the problem but that the student has handed in: no way to submit
+    # it until the exam ends, which the page says (its link led to "you have handed in").
+    keeping = context["keeping_exam"]
+    context["kept_until"] = keeping.ends_at if keeping and closed_to(keeping.pk, request.user, now=timezone.now()) \
+        else None
     return render(request, "judging/problem_detail.html", context, status=status)
 
 

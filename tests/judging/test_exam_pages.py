@@ -226,3 +226,15 @@ def test_a_student_handed_in_at_the_end_is_told_the_exam_ended_not_that_they_han
     assert "The exam has ended" in refused.content.decode() and "You have handed in" not in refused.content.decode()
     teacher = session_client(make_admin()).get(f"/admin/exams/{exam.pk}").content.decode()
     assert "Handed in at the end, by the system" in teacher
+
+
+def test_after_an_early_hand_in_the_problem_page_says_when_it_can_be_practised(signed_in, student, problem):
+    """Its link into the exam led to "you have handed in", and the practice form was refused:
+    a loop. The page says when the problem opens again, and offers no form meanwhile."""
+    from judging.services.exams import exam_hand_in
+
+    exam = make_exam(problem, mode="ACM", participants=[student])
+    exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+    page = signed_in.get(f"/problems/{problem.pk}").content.decode()
+    assert "which you have handed in: you can practise it once the exam ends" in page
+    assert "Submit into the exam" not in page and 'name="code"' not in page
