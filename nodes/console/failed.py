@@ -101,22 +101,23 @@ def failed_work(request):
         return render(request, "nodes/console/failed.html", {"form": form}, status=400)
     jobs, events = failed_jobs(found), dead_events(found)
     if request.method == "GET":
+        # One page number for both lists: each shows its own page of what matches, and each
+        # list is counted once (by its pages).
+        job_page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+        event_page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
         return render(request, "nodes/console/failed.html", {
-            # One page number for both lists: each shows its own page of what matches.
-            "form": form, "query": _query_of(form),
-            "jobs": Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page")),
-            "events": Paginator(events, PAGE_SIZE).get_page(request.GET.get("page")),
-            "job_count": jobs.count(), "event_count": events.count(),
+            "form": form, "query": _query_of(form), "jobs": job_page, "events": event_page,
+            "job_count": job_page.paginator.count, "event_count": event_page.paginator.count,
             "reconciled": ReconcileReport.objects.order_by("-id").first()})
     action = data.get("action")
     if action not in ("requeue", "retry"):
         return redirect("console-failed")
     rows = _chosen(jobs, data, "job") if action == "requeue" else _chosen(events, data, "event")
     if not rows:
+        job_page, event_page = Paginator(jobs, PAGE_SIZE).get_page(1), Paginator(events, PAGE_SIZE).get_page(1)
         return render(request, "nodes/console/failed.html", {
-            "form": form, "jobs": Paginator(jobs, PAGE_SIZE).get_page(1),
-            "events": Paginator(events, PAGE_SIZE).get_page(1), "job_count": jobs.count(),
-            "event_count": events.count(), "error": _("Nothing was chosen: tick the rows to send round again, or "
+            "form": form, "jobs": job_page, "events": event_page, "job_count": job_page.paginator.count,
+            "event_count": event_page.paginator.count, "error": _("Nothing was chosen: tick the rows to send round again, or "
                                                       "choose all that match.")}, status=400)
     if data.get("confirm") != "1":
         return render(request, "nodes/console/failed_confirm.html", {

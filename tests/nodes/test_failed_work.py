@@ -63,6 +63,24 @@ def test_it_lists_failed_jobs_with_why_and_filters_them(admin, problem, fleet):
     assert "0 failed judge jobs" in later.content.decode()
 
 
+def test_the_page_reads_each_failed_job_once_and_not_its_heavy_copies(admin, problem, fleet):
+    """An outage leaves thousands of failed jobs: the page counts them once and reads only
+    what it lists, never a job's snapshot or result (kilobytes each: seconds a page, and
+    hundreds of megabytes to confirm "all that match")."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    (_flaky, flaky_id), _ = fleet
+    _fail(flaky_id, problem)
+    with CaptureQueriesContext(connection) as queries:
+        assert "1 failed judge job" in admin.get(PAGE).content.decode()
+        confirm = admin.post(PAGE, {"action": "requeue", "scope": "all"}).content.decode()
+    assert "will be judged again" in confirm
+    reads = [q["sql"] for q in queries.captured_queries if "FROM `judge_job`" in q["sql"]]
+    assert not [sql for sql in reads if "`snapshot`" in sql or "`result`" in sql], reads
+    assert len([sql for sql in reads if sql.startswith("SELECT COUNT(*)")]) == 1, reads
+
+
 def test_a_hidden_check_that_failed_is_not_failed_work(admin, problem, fleet):
     (flaky, flaky_id), _ = fleet
     _submission, job = _fail(flaky_id, problem)
