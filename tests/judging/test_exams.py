@@ -402,3 +402,19 @@ def test_participants_are_added_by_username_all_or_none(problem, student):
     assert participants_add(exam_id=exam.pk, usernames=["student", "olga"]) == 2
     assert participants_add(exam_id=exam.pk, usernames=["olga"], user_ids=[student.pk]) == 0
     assert set(ExamParticipant.objects.values_list("user_id", flat=True)) == {student.pk, other.pk}
+
+
+@pytest.mark.django_db
+def test_the_end_of_exam_step_hands_in_a_large_exam_in_one_pass_not_a_batch_a_tick():
+    """A batch a tick took a 10 000-participant exam four minutes to hand in (the last
+    students' submissions judged that much later): batches follow one another within the
+    pass's time."""
+    import time
+
+    problem = make_problem()
+    now = timezone.now()
+    students = [UserFactory() for _ in range(5)]
+    exam = make_exam(problem, mode="OI", participants=students, now=now - timedelta(minutes=20), minutes=10)
+    assert exams_hand_in_overdue(now=now, batch=2) == 2, "one batch without a time to go on until"
+    assert exams_hand_in_overdue(now=now, batch=2, until=time.monotonic() + 60) == 3
+    assert not ExamParticipant.objects.filter(exam=exam, handed_in_at__isnull=True).exists()
