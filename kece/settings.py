@@ -143,6 +143,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "pools.context_processors.judge_status",
+                "kece.context_processors.language_switch",
             ],
         },
     },

@@ -516,3 +516,18 @@ def test_the_servers_own_actions_are_the_systems_in_the_readers_language(admin, 
         page = admin.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE=language).content.decode()
         timeline = page[page.index('id="timeline-title"'):]
         assert words in timeline and ">system<" not in timeline and " system " not in timeline.replace(words, "")
+
+
+def test_the_language_switch_on_a_page_that_answered_a_form_returns_to_the_form_s_page(admin, node_a):
+    """A refused form is answered at its POST-only address: switching the language there
+    went back to that address with a GET, a bare 405. It returns to the page the form was on."""
+    node, _ = node_a
+    refused = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": "not a time"},
+                         HTTP_REFERER=f"http://testserver/admin/judgers/{node.pk}")
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert f'<input name="next" type="hidden" value="http://testserver/admin/judgers/{node.pk}">' in page
+    switched = admin.post("/i18n/setlang/", {"language": "zh-hans", "next": f"http://testserver/admin/judgers/{node.pk}"})
+    assert switched.status_code == 302 and admin.get(switched["Location"]).status_code == 200
+    elsewhere = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": "x"}, HTTP_REFERER="https://elsewhere.invalid/")
+    assert '<input name="next" type="hidden" value="/">' in elsewhere.content.decode()
