@@ -25,3 +25,19 @@ def judgers_nav(context):
                        '<span class="icon icon-down" aria-hidden="true"></span>{}<span class="visually-hidden">: {}'
                        '</span></span></a>', reverse("console-fleet") + "?observed=offline", current, _("Judgers"),
                        words, unwell, words)
+
+
+@register.filter
+def pool_label(pool: str) -> str:
+    """A pool as people name it (Python, C++), not its code."""
+    from pools.registry import POOLS
+
+    return POOLS[pool].label if pool in POOLS else pool
+
+
+@register.filter
+def job_error(error: str) -> str:
+    """A job's error code in words, as the node's timeline says it."""
+    from nodes.console.display import job_error_words
+
+    return job_error_words(error) if error else "—"

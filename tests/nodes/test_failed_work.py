@@ -54,11 +54,11 @@ def test_it_lists_failed_jobs_with_why_and_filters_them(admin, problem, fleet):
 
     page = admin.get(PAGE).content.decode()
     assert "2 failed judge jobs" in page and "sandbox_crashed" in page and "artifact_missing" in page
-    assert f"#{ok.pk}<" not in page and f"ALGO #{ok.pk} " not in page
+    assert f"Program {ok.pk}<" not in page
     only_flaky = admin.get(PAGE, {"node": flaky.pk}).content.decode()
-    assert f"ALGO #{crashed.pk}" in only_flaky and f"ALGO #{lost.pk}" not in only_flaky
+    assert f"Program {crashed.pk}<" in only_flaky and f"Program {lost.pk}<" not in only_flaky
     by_error = admin.get(PAGE, {"error": "artifact_missing"}).content.decode()
-    assert f"ALGO #{lost.pk}" in by_error and f"ALGO #{crashed.pk}" not in by_error
+    assert f"Program {lost.pk}<" in by_error and f"Program {crashed.pk}<" not in by_error
     later = admin.get(PAGE, {"since": (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")})
     assert "0 failed judge jobs" in later.content.decode()
 
