@@ -6,6 +6,8 @@ given to a node that reported exactly that spec (API.md, "Runtime specs").
 
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext_noop
+
 
 class UnsupportedLanguage(Exception):
     """The language is not a pool, or not one this problem accepts."""
@@ -42,6 +44,8 @@ class Pool:
 ALGO = "ALGO"
 SQL = "SQL"
 
+# A runtime's description is marked for the catalogue but kept in English here: the API's
+# `runtimeLabel` says it as it is, a page in its reader's language (`{% translate %}`).
 POOLS: dict[str, Pool] = {
     pool.name: pool
     for pool in (
@@ -50,7 +54,7 @@ POOLS: dict[str, Pool] = {
             "C++",
             ALGO,
             RuntimeSpec(
-                "cpp-r1", "cpp", "GNU C++17, -O2",
+                "cpp-r1", "cpp", gettext_noop("GNU C++17, -O2"),
                 compile=("g++", "-std=c++17", "-O2", "-pipe", "-o", "main", "main.cpp"),
                 run=("./main",), source_name="main.cpp",
             ),
@@ -60,7 +64,7 @@ POOLS: dict[str, Pool] = {
             "Java",
             ALGO,
             RuntimeSpec(
-                "java-r1", "java", "OpenJDK 17, class Main",
+                "java-r1", "java", gettext_noop("OpenJDK 17, class Main"),
                 compile=("javac", "-encoding", "UTF-8", "Main.java"),
                 run=("java", "-Xss64m", "Main"), source_name="Main.java",
             ),
@@ -69,20 +73,20 @@ POOLS: dict[str, Pool] = {
             "python",
             "Python",
             ALGO,
-            RuntimeSpec("python-r1", "python", "CPython 3", run=("python3", "main.py"), source_name="main.py"),
+            RuntimeSpec("python-r1", "python", gettext_noop("CPython 3"), run=("python3", "main.py"), source_name="main.py"),
         ),
         Pool(
             "mysql",
             "MySQL",
             SQL,
-            RuntimeSpec("mysql-r1", "mysql", "MySQL-compatible judge database", source_name="answer.sql"),
+            RuntimeSpec("mysql-r1", "mysql", gettext_noop("MySQL-compatible judge database"), source_name="answer.sql"),
         ),
         Pool(
             "arkts",
             "ArkTS",
             ALGO,
             RuntimeSpec(
-                "arkts-r1", "arkts", "ArkTS (strict TypeScript stand-in on Node.js unless the node's spec says otherwise)",
+                "arkts-r1", "arkts", gettext_noop("ArkTS (strict TypeScript stand-in on Node.js unless the node's spec says otherwise)"),
                 compile=("tsc", "--strict", "main.ts"), run=("node", "main.js"), source_name="main.ts",
             ),
         ),

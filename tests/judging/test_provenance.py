@@ -113,3 +113,18 @@ def test_a_submission_not_judged_yet_has_no_provenance(problem, pair):
     assert "Who judged it" not in session_client(owner).get(f"/submissions/ALGO/{submission.pk}").content.decode()
     body = token_client(make_admin()).get(ADMIN + f"submissions/ALGO/{submission.pk}").json()
     assert body["provenance"] is None and body["jobs"][0]["provenance"] is None
+
+
+def test_the_runtime_is_described_in_the_pages_language_and_in_english_in_the_api(problem):
+    """A runtime's description is English in the registry: the API says it as it is, a page
+    in its reader's language (a Chinese page showed "GNU C++17, -O2" in English)."""
+    owner = UserFactory()
+    _, identity = make_node(pool="cpp")
+    submission = submit(owner, problem, language="cpp")
+    _judged_on(identity, now=timezone.now())
+    url = f"/submissions/ALGO/{submission.pk}"
+    assert "cpp-r1 <span class=\"muted\">(GNU C++17，-O2)</span>" in session_client(owner).get(
+        url, HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    body = token_client(make_admin()).get(ADMIN + f"submissions/ALGO/{submission.pk}",
+                                          HTTP_ACCEPT_LANGUAGE="zh-CN").json()
+    assert body["provenance"]["runtimeLabel"] == "GNU C++17, -O2"
