@@ -3,7 +3,7 @@
 The status itself comes from `judging.selectors.submission_status`, as in the user API.
 """
 
-from django.utils.translation import gettext, gettext_lazy as _
+from django.utils.translation import gettext, gettext_lazy as _, pgettext
 
 from judging.models import Verdict
 from judging.priority import FAIR_SHARE
@@ -146,3 +146,8 @@ def provenance_blocks(history: list[dict], *, judged_generation: int | None) -> 
                        "verdict_words": VERDICT_WORDS.get(provenance["verdict"], provenance["verdict"] or "—"),
                        "took": gettext("%(s).1f s") % {"s": seconds} if seconds is not None else ""})
     return blocks
+
+
+def listed(items) -> str:
+    """Names in a row, with the reader's language's separator (", ", in Chinese "、")."""
+    return pgettext("list separator", ", ").join(str(item) for item in items)

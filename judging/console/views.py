@@ -22,6 +22,7 @@ from judging.console import display
 from judging.console.forms import (
     CapacityForm, ExamForm, ParticipantsForm, ProblemFormSet, QuestionFormSet, problem_choices, problem_initial, question_initial,
 )
+from judging.display import listed
 from judging.models import Exam, ExamParticipant
 from judging.selectors import deletion_impact, exam_standings
 from judging.services import exams
@@ -63,7 +64,7 @@ def saved_facts(row) -> list[tuple]:
     if isinstance(row, Exam):
         facts += [(_("Mode"), row.mode), (_("Starts (UTC)"), _when(row.starts_at)),
                   (_("Ends (UTC)"), _when(row.ends_at)),
-                  (_("Problems"), ", ".join(p.problem.title for p in row.problems.select_related("problem")) or "—"),
+                  (_("Problems"), listed(p.problem.title for p in row.problems.select_related("problem")) or "—"),
                   (_("Objective questions"), row.questions.count())]
     return facts
 
@@ -243,7 +244,7 @@ def participants_add(request, exam_id: int):
             form.add_error("usernames", ngettext(
                 "No user is named %(names)s. Nobody was added: correct the list and add again.",
                 "No users are named %(names)s. Nobody was added: correct the list and add again.",
-                len(unknown)) % {"names": ", ".join(unknown)})
+                len(unknown)) % {"names": listed(unknown)})
         else:
             text = ngettext("Added %(n)d participant.", "Added %(n)d participants.", added) % {"n": added}
             if added < len(names):

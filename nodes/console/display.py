@@ -5,6 +5,7 @@ the impact of an action — computed from the same figures as the admin API
 from django.utils.translation import gettext as _, gettext_lazy, ngettext, pgettext
 
 from judging.console.display import add_slots_words, figure, sentences, window_words
+from judging.display import listed
 from nodes.models import self_check_passed_for_current_config
 from nodes.models import CheckStatus, DesiredState, JudgeNode, ObservedState
 from pools.registry import POOLS
@@ -137,7 +138,7 @@ def reason(node, observed: str) -> str:
     if observed == ObservedState.UNHEALTHY:
         if not node.health_ok:
             failing = sorted(name for name, ok in (node.health_checks or {}).items() if not ok)
-            return (_("Its own health check fails: %(checks)s.") % {"checks": ", ".join(failing)} if failing
+            return (_("Its own health check fails: %(checks)s.") % {"checks": listed(failing)} if failing
                     else _("Its own health check fails."))
         return _("No passing self-check for what it runs now.")
     return ""

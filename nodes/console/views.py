@@ -22,6 +22,7 @@ from rest_framework.exceptions import ValidationError
 
 from judging.capacity import pool_advice, pool_loads
 from judging.clock import clock_status
+from judging.display import listed
 from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 from judging.timing import offline_after
@@ -195,7 +196,7 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
             failed = [i["name"] for i in check.items or [] if not i.get("ok")]
             what = _("check passed") if check.status == NodeCheck.Status.PASSED else _("check failed")
             entries.append({"at": check.finished_at, "who": _("the system"), "what": what, "changes": [],
-                            "reason": ", ".join(failed)})
+                            "reason": listed(failed)})
     for job in errors:
         what = display.job_error_words(job.error)
         entries.append({"at": job.updated_at, "who": _("the system"), "what": what, "changes": [],

@@ -4,6 +4,7 @@ homepage, top bar and summary call served from the cache with no SQL."""
 import shutil
 import socket
 import subprocess
+import re
 from datetime import timedelta
 
 import pytest
@@ -183,6 +184,9 @@ def test_anonymous_visitors_share_one_rendering_of_the_homepage_until_the_status
     assert "csrftoken" not in second.cookies and "csrfmiddlewaretoken" not in second.content.decode()
     chinese = Client(HTTP_ACCEPT_LANGUAGE="zh-hans").get("/").content.decode()
     assert "1 / 5 个运行时可用" in chinese
+    # What a screen reader says, with Chinese punctuation (it read "评测服务状态: …, 1 / 5 …").
+    announced = re.search(r'data-announce="([^"]*)"', chinese).group(1)
+    assert re.fullmatch(r"评测服务状态：[^,:]+，1 / 5 个运行时可用", announced), announced
     make_node(pool="cpp")
     snapshot.refresh_step(now=timezone.now() + timedelta(seconds=1))
     assert "2 / 5 runtimes available" in Client().get("/").content.decode()
