@@ -1,10 +1,10 @@
 """The public judge status: availability rules, pending counts, honesty about age, and the
 homepage, top bar and summary call served from the cache with no SQL."""
 
+import re
 import shutil
 import socket
 import subprocess
-import re
 from datetime import timedelta
 
 import pytest
