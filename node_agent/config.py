@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -163,6 +164,18 @@ def _readable_file(env: dict[str, str], name: str) -> Path | None:
     return path
 
 
+def _ca_bundle(env: dict[str, str]) -> Path | None:
+    """JUDGE_CA_FILE, which must hold at least one certificate: a key or an empty file
+    there made every call fail verification, retried for ever as "unreachable"."""
+    path = _readable_file(env, "JUDGE_CA_FILE")
+    if path is not None:
+        try:
+            ssl.create_default_context(cafile=str(path))
+        except (ssl.SSLError, ValueError) as exc:
+            raise ConfigError(f"JUDGE_CA_FILE ({path}) holds no CA certificate the agent can use: {exc}") from None
+    return path
+
+
 def _log_format(env: dict[str, str]) -> str:
     fmt = env.get("JUDGE_LOG_FORMAT", "").strip().lower() or "json"
     if fmt not in ("json", "text"):
@@ -262,7 +275,7 @@ def load(env: dict[str, str]) -> Config:
         tls_cert=tls_cert,
         tls_key=tls_key,
         metrics_token=metrics_token,
-        ca_file=_readable_file(env, "JUDGE_CA_FILE"),
+        ca_file=_ca_bundle(env),
         mysql=mysql,
         spec=spec,
         allow_weak_sandbox=allow_weak,

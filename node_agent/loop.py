@@ -358,8 +358,14 @@ class Agent:
                           retry_in_s=round(delay, 1))
             except (TransportError, KeyError, ValueError, TypeError) as exc:
                 delay = backoff.next_delay()
-                log.event(logger, logging.WARNING, "control plane unreachable; retrying session",
-                          error=str(exc)[:300], retry_in_s=round(delay, 1))
+                if _untrusted_certificate(exc):
+                    # Retried (a renewed certificate may mend it), but said as what it is.
+                    log.event(logger, logging.ERROR, "the control plane's certificate is not trusted: check"
+                              " JUDGE_CA_FILE (the CA that signed it) and the host name in JUDGE_CONTROL_URL",
+                              error=str(exc)[:300], retry_in_s=round(delay, 1))
+                else:
+                    log.event(logger, logging.WARNING, "control plane unreachable; retrying session",
+                              error=str(exc)[:300], retry_in_s=round(delay, 1))
             self.stop_requested.wait(delay)
         return None
 
@@ -1062,6 +1068,12 @@ def _workspace_ok(workspace: Path, runs: Path | None = None, writable=()) -> boo
 def _has_room(folder: Path) -> bool:
     room = os.statvfs(folder)
     return room.f_bavail * room.f_frsize > 256 << 20 and (room.f_files == 0 or room.f_favail > 1000)
+
+
+def _untrusted_certificate(exc: Exception) -> bool:
+    text = str(exc)
+    return "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text \
+        or "doesn't match" in text and "hostname" in text
 
 
 def _workspace_full(folder: Path) -> bool:

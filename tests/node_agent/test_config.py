@@ -58,3 +58,45 @@ def test_the_metrics_token(tmp_path):
     for bad in ("short", "sixteen chars ok", "k" * 15 + "\x07"):
         with pytest.raises(ConfigError, match="JUDGE_METRICS_TOKEN"):
             load(base_env(tmp_path, JUDGE_METRICS_TOKEN=bad))
+
+
+def test_a_ca_file_without_a_certificate_is_bad_configuration(tmp_path, tls_files):
+    """A key, or an empty file, as JUDGE_CA_FILE made every call fail its verification,
+    retried for ever as "control plane unreachable": it stops at start (exit 2) saying so."""
+    _cert, key, ca = tls_files
+    empty = tmp_path / "empty.pem"
+    empty.write_text("")
+    for wrong in (key, empty):
+        with pytest.raises(ConfigError, match="JUDGE_CA_FILE .* holds no CA certificate"):
+            load(base_env(tmp_path, JUDGE_CA_FILE=str(wrong)))
+    assert load(base_env(tmp_path, JUDGE_CA_FILE=str(ca))).ca_file == ca
+
+
+def test_a_control_plane_whose_certificate_the_ca_file_did_not_sign_is_said_so(tls_files):
+    """Not "unreachable": the owner is told to look at JUDGE_CA_FILE and the host name."""
+    import http.server
+    import ssl
+    import threading
+
+    import trustme
+
+    from node_agent.client import Client, TransportError
+    from node_agent.loop import _untrusted_certificate
+
+    cert, _key, _ca = tls_files
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    other_ca = tls_files[0].parent / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    try:
+        client = Client(f"https://127.0.0.1:{server.server_port}", str(other_ca), timeout=5)
+        client.credential = "a-credential"
+        with pytest.raises(TransportError) as refused:
+            client.heartbeat(session_epoch=1, body={})
+        assert _untrusted_certificate(refused.value)
+        assert not _untrusted_certificate(TransportError("POST /heartbeat: ConnectionError: refused"))
+    finally:
+        server.shutdown()
