@@ -312,6 +312,7 @@ class Agent:
     def open_session(self) -> Session | None:
         """Join (when the file holds a join code) or open a session; retry while the server is away."""
         backoff = Backoff()
+        joining_unanswered = False  # a join sent whose answer never came: the server may have used the code
         while not self.stop_requested.is_set():
             try:
                 cred = credentials.read(self.config.credential_file)
@@ -345,6 +346,10 @@ class Agent:
                           renew_ms=session.renew_ms, lease_ms=session.lease_ttl_ms, claim_wait_ms=session.claim_wait_ms)
                 return session
             except ApiError as exc:
+                if exc.code == "invalid_join_code" and joining_unanswered:
+                    raise Fatal(EXIT_AUTH, "the join code was refused as used: the first join with it reached the"
+                                " server, but its answer (the node's credential) was lost on the way back. Ask for"
+                                " a new join code and write it alone into JUDGE_CREDENTIAL_FILE") from None
                 if exc.code == "invalid_join_code":
                     raise Fatal(EXIT_AUTH, "the join code was refused (unknown, expired or already used): "
                                 "ask for a new join code and write it alone into JUDGE_CREDENTIAL_FILE") from None
@@ -358,6 +363,7 @@ class Agent:
                           retry_in_s=round(delay, 1))
             except (TransportError, KeyError, ValueError, TypeError) as exc:
                 delay = backoff.next_delay()
+                joining_unanswered = joining_unanswered or isinstance(cred, JoinCode)
                 if _untrusted_certificate(exc):
                     # Retried (a renewed certificate may mend it), but said as what it is.
                     log.event(logger, logging.ERROR, "the control plane's certificate is not trusted: check"

@@ -85,6 +85,8 @@ class FakeControlPlane:
         self.corrupt: set[str] = set()
         self.wrong_source_text: dict[int, str] = {}  # job id -> the sourceText sent instead of its source
         self.faults: list[dict] = []
+        # Routes whose next answers are lost: the call takes effect, the connection closes unanswered.
+        self.lost_answers: list[dict] = []
         self.log: list[tuple[str, str, int]] = []
         self.carried_claims = 0  # result posts that carried the next claim
         self.carried_jobs = 0  # jobs leased through them
@@ -205,6 +207,11 @@ class FakeControlPlane:
         with self.lock:
             self.faults.append({"re": re.compile(path_re), "status": status, "code": code, "count": count,
                                 "retry_after": retry_after})
+
+    def lose_answers(self, path_re: str, count: int = 1) -> None:
+        """The next `count` calls matching `path_re` take effect but get no answer."""
+        with self.lock:
+            self.lost_answers.append({"re": re.compile(path_re), "count": count})
 
     def calls(self, needle: str) -> list[tuple[str, str, int]]:
         with self.lock:
@@ -332,6 +339,11 @@ class _Handler(BaseHTTPRequestHandler):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         with self.plane.lock:
             self.plane.log.append((self.command, self.path, status))
+            for lost in self.plane.lost_answers:
+                if lost["count"] > 0 and lost["re"].search(self.path):
+                    lost["count"] -= 1
+                    self.close_connection = True
+                    return
         self.send_response(status)
         ctype = "application/octet-stream" if isinstance(body, bytes) else "application/json"
         self.send_header("Content-Type", ctype)

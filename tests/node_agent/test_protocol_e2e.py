@@ -72,6 +72,18 @@ def test_it_stops_with_a_clear_message_when_the_join_code_is_refused(plane, laun
     assert "Traceback" not in agent.logs()
 
 
+def test_a_join_whose_answer_was_lost_says_so_when_its_code_is_then_refused(plane, launch):
+    """The server used the code, its answer (the credential) never came back, and the retry
+    is refused: the owner is told what happened, not that the code was unknown or expired."""
+    need_pool("python")
+    node_id, code = plane.register_node("python")
+    plane.lose_answers(r"/join$")
+    agent, _ = launch(plane, "python", node_id=node_id, join_code=code, wait_session=False)
+    assert agent.wait(60) == 4
+    assert "its answer (the node's credential) was lost on the way back" in agent.logs()
+    assert plane.nodes[node_id].joins == 1
+
+
 def test_under_the_systemd_units_umask_the_agent_starts_judges_and_self_checks(plane, launch):
     need_pool("python")
     # deploy/systemd/kece-agent@.service: UMask=0077. The sandbox user must still reach each box.
