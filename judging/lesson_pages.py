@@ -53,12 +53,13 @@ def lesson_detail(request, lesson_id: int):
     if lesson is None:
         raise Http404
     stats = statistics.lesson_statistics(lesson)
-    bests = statistics.my_bests(request.user, [p["id"] for p in stats["practices"]])
+    practices = statistics.current_practices(lesson.pk, stats)
+    bests = statistics.my_bests(request.user, [p["id"] for p in practices])
     shown = set(visibility.listed_problems(request.user, now=timezone.now()).filter(
         lesson_practices__lesson=lesson).values_list("id", flat=True))
     peak = max([day["accepted"] for day in stats["daily"]] + [1])
     return render(request, "judging/lesson_detail.html", {
-        "lesson": lesson, "stats": stats, "progress": _progress(stats["practices"], bests, shown),
+        "lesson": lesson, "stats": stats, "progress": _progress(practices, bests, shown),
         "daily": [{**day, "share": round(100 * day["accepted"] / peak)} for day in stats["daily"]]})
 
 

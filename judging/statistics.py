@@ -67,10 +67,23 @@ def _compute(lesson_id: int, *, now) -> dict:
                          "solved": row["solved"]} for i, row in enumerate(board, start=1)],
         "daily": [{"day": (since + timedelta(days=i)).isoformat(), "accepted": daily.get(since + timedelta(days=i), 0)}
                   for i in range(DAYS)],
-        "practices": [{"id": practice.pk, "title": practice.title, "problems": [
-            {"id": problem.pk, "title": problem.title, "solvers": solvers.get((practice.pk, problem.pk), 0)}
-            for problem in sorted(practice.problems.all(), key=lambda p: p.pk)]} for practice in practices],
+        "practices": _practice_rows(practices, solvers),
     }
+
+
+def _practice_rows(practices, solvers: dict) -> list[dict]:
+    return [{"id": practice.pk, "title": practice.title, "problems": [
+        {"id": problem.pk, "title": problem.title, "solvers": solvers.get((practice.pk, problem.pk), 0)}
+        for problem in sorted(practice.problems.all(), key=lambda p: p.pk)]} for practice in practices]
+
+
+def current_practices(lesson_id: int, stats: dict) -> list[dict]:
+    """The lesson's practices and their problems as they are now (one read: a practice a
+    teacher just added is listed at once, not when the figures are next computed), each
+    problem with its solvers from the shared figures (0 until they count it)."""
+    solvers = {(practice["id"], problem["id"]): problem["solvers"]
+               for practice in stats["practices"] for problem in practice["problems"]}
+    return _practice_rows(_practices(lesson_id), solvers)
 
 
 def lesson_statistics(lesson, *, now=None) -> dict:

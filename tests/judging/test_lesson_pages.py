@@ -188,3 +188,16 @@ def test_a_practice_whose_problem_is_in_my_running_exam_says_where_it_went_and_n
     sentence = "1 problem of this practice is in an exam you are taking: it opens here when the exam ends."
     assert sentence in seen_by[taker] and sentence not in seen_by[other]
     assert "in an exam" not in seen_by[other]
+
+
+def test_a_practice_just_added_is_listed_at_once_while_the_figures_are_cached(lesson):
+    """The lesson list said "2 practices" while the lesson's page listed one for up to a
+    minute: the practices come from the rows, only the figures from the cache."""
+    from judging.models import LessonPractice
+
+    lesson, _practice, first, _second = lesson
+    browser = session_client(person("bea"))
+    assert "Week 2" not in browser.get(f"/lessons/{lesson.pk}").content.decode()  # the figures cached now
+    added = LessonPractice.objects.create(lesson=lesson, title="Week 2")
+    added.problems.add(first)
+    assert "Week 2" in browser.get(f"/lessons/{lesson.pk}").content.decode()
