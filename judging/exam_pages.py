@@ -17,7 +17,7 @@ from judging import display
 from judging.api.exams import _participation, exam_json, result_json
 from judging.models import ExamParticipant
 from judging.pages import PAGE_SIZE
-from judging.selectors import submission_keys, submissions_of
+from judging.selectors import shown_states, submission_keys, submissions_of
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import DomainError, NotFound
@@ -64,9 +64,12 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
     now = timezone.now()
     page = Paginator(submission_keys(exam=exam, user=request.user), PAGE_SIZE).get_page(request.GET.get("page"))
     listed = submissions_of(page)
-    view = exam_json(exam, participant, viewer=request.user, now=now, submissions=listed)
-    for row, submission in zip(view["submissions"], listed):
-        row["words"] = display.status_words(row["status"], row["waitReason"],
+    states = shown_states(listed, viewer=request.user, now=now)
+    view = exam_json(exam, participant, viewer=request.user, now=now, submissions=listed, states=states)
+    for row, submission, state in zip(view["submissions"], listed, states):
+        # In the words of the submission's own page: the API's waitReason is only a PENDING
+        # one's, and an OI submission the hand-in passed over read "Cancelled" here.
+        row["words"] = display.status_words(state.status, display.page_wait_reason(state.wait_reason, state.job),
                                             runtime=POOLS[submission.language].label)
         row["icon"] = display.status_icon(row["status"])
     context = {

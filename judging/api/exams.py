@@ -123,11 +123,13 @@ def _participation(exam_id: int, user):
     return participant.exam, participant
 
 
-def exam_json(exam, participant, *, viewer, now, submissions) -> dict:
-    """`submissions`: the page of the participant's exam submissions to list (`submissions_of`)."""
+def exam_json(exam, participant, *, viewer, now, submissions, states=None) -> dict:
+    """`submissions`: the page of the participant's exam submissions to list (`submissions_of`);
+    `states`: their `shown_states`, when the caller read them already."""
     answers = {a.question_id: a.choices for a in participant.answers.all()}
     listed = []
-    for submission, state in zip(submissions, shown_states(submissions, viewer=viewer, now=now)):
+    states = states if states is not None else shown_states(submissions, viewer=viewer, now=now)
+    for submission, state in zip(submissions, states):
         shown = submission_json(submission, now=now, shown=state)
         listed.append({"submissionType": submission.TYPE, "submissionId": submission.pk,
                        "problemId": submission.problem_id, "createdAt": iso(submission.created_at),

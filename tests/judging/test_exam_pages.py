@@ -238,3 +238,18 @@ def test_after_an_early_hand_in_the_problem_page_says_when_it_can_be_practised(s
     page = signed_in.get(f"/problems/{problem.pk}").content.decode()
     assert "which you have handed in: you can practise it once the exam ends" in page
     assert "Submit into the exam" not in page and 'name="code"' not in page
+
+
+def test_an_oi_submission_the_hand_in_passed_over_reads_as_on_its_own_page(signed_in, student, problem):
+    """It read "Cancelled" (as if something went wrong) on the exam's page and "Not judged: a
+    later submission of this problem was the one judged" on its own."""
+    from judging.services.exams import exam_hand_in
+
+    exam = make_exam(problem, mode="OI", participants=[student])
+    earlier = submit(student, problem, exam_id=exam.pk)
+    submit(student, problem, exam_id=exam.pk)
+    exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+    words = "Not judged: a later submission of this problem was the one judged"
+    assert words in signed_in.get(f"/submissions/ALGO/{earlier.pk}").content.decode()
+    exam_page = signed_in.get(f"/exams/{exam.pk}").content.decode()
+    assert words in exam_page and "Cancelled" not in exam_page
