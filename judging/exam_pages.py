@@ -66,7 +66,9 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
     listed = submissions_of(page)
     states = shown_states(listed, viewer=request.user, now=now)
     view = exam_json(exam, participant, viewer=request.user, now=now, submissions=listed, states=states)
+    titles = {p["problemId"]: p["title"] for p in view["problems"]}
     for row, submission, state in zip(view["submissions"], listed, states):
+        row["problem"] = titles.get(submission.problem_id, "")
         # In the words of the submission's own page: the API's waitReason is only a PENDING
         # one's, and an OI submission the hand-in passed over read "Cancelled" here.
         row["words"] = display.status_words(state.status, display.page_wait_reason(state.wait_reason, state.job),

@@ -253,3 +253,5 @@ def test_an_oi_submission_the_hand_in_passed_over_reads_as_on_its_own_page(signe
     assert words in signed_in.get(f"/submissions/ALGO/{earlier.pk}").content.decode()
     exam_page = signed_in.get(f"/exams/{exam.pk}").content.decode()
     assert words in exam_page and "Cancelled" not in exam_page
+    # Each row names its problem (a list of "Program N" alone said nothing of which).
+    assert exam_page.count(f"<td>{problem.title}</td>") == 1 + 2  # the problems table, and each of the two
