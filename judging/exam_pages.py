@@ -75,7 +75,7 @@ def _exam_page(request, exam_id: int, *, error: str = "", status: int = 200):
                                             runtime=POOLS[submission.language].label)
         row["icon"] = display.status_icon(row["status"])
     context = {
-        "exam": exam, "view": view, "page": page, "handed_in_at": participant.handed_in_at,
+        "exam": exam, "view": view, "page": page, "handed_in_at": participant.handed_in_at, "now": now,
         "state_words": _state_words(exam, participant, view["state"]), "error": error,
         "open": view["state"] == exams.OPEN, "handed_in": view["state"] == exams.HANDED_IN,
         "result": result_json(exam, participant, viewer=request.user, now=now)

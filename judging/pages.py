@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from judging import artifacts, display, visibility
 from judging.markdown import render_statement
-from judging.models import SUBMISSION_MODELS, Problem, ProblemKind
+from judging.models import SUBMISSION_MODELS, ExamParticipant, Problem, ProblemKind
 from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
 from judging.services.exams import closed_to, held_status, hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
@@ -86,6 +86,12 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         "practice": None if _exam_id(request) else _practice(request, problem),
         "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
     }
+    # The exam this page submits into, open to the student: its end, for the time left.
+    if context["exam_id"] and not context["exam_closed"] and request.user.is_authenticated:
+        context["exam_ends_at"] = ExamParticipant.objects.filter(
+            exam_id=context["exam_id"], user=request.user, exam__deleted_at__isnull=True,
+        ).values_list("exam__ends_at", flat=True).first()
+        context["now"] = timezone.now()
     # An exam that keeps the problem but that the student has handed in: no way to submit
     # it until the exam ends, which the page says (its link led to "you have handed in").
     keeping = context["keeping_exam"]

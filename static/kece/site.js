@@ -170,6 +170,41 @@
     if (event.target.hasAttribute && event.target.hasAttribute("data-autosave")) { unsaved = false; }
   });
 
+  // An open exam's time left (`.exam-clock`), counted from the server's time when the page
+  // was made (a student's clock may be wrong), with a polite warning five minutes and one
+  // minute before the end.
+  document.addEventListener("DOMContentLoaded", function () {
+    var clock = document.querySelector(".exam-clock[data-ends-at]");
+    if (!clock) { return; }
+    var skew = Date.parse(clock.getAttribute("data-server-now")) - Date.now();
+    var ends = Date.parse(clock.getAttribute("data-ends-at"));
+    var words = clock.querySelector(".words"), warning = clock.querySelector(".exam-warning");
+    // Only a threshold crossed while the page is open is announced, not one already past.
+    var leftAtLoad = (ends - (Date.now() + skew)) / 1000;
+    var warned = {5: leftAtLoad <= 5 * 60, 1: leftAtLoad <= 60};
+    function pad(n) { return ("0" + n).slice(-2); }
+    function tick() {
+      var left = Math.floor((ends - (Date.now() + skew)) / 1000);
+      if (left <= 0) {
+        words.textContent = clock.getAttribute("data-ended");
+        warning.textContent = clock.getAttribute("data-ended");
+        return false;
+      }
+      var h = Math.floor(left / 3600), m = Math.floor(left % 3600 / 60), sec = left % 60;
+      words.textContent = clock.getAttribute("data-left").replace("{time}", (h ? h + ":" + pad(m) : m) + ":" + pad(sec));
+      [5, 1].forEach(function (minutes) {
+        if (left <= minutes * 60 && !warned[minutes]) {
+          warned[minutes] = true;
+          warning.textContent = clock.getAttribute("data-warn-" + minutes);
+        }
+      });
+      return true;
+    }
+    if (tick()) {
+      var timer = window.setInterval(function () { if (!tick()) { window.clearInterval(timer); } }, 1000);
+    }
+  });
+
   // A bar's length is its share (`data-share`, 0–100), set here: the site's
   // Content-Security-Policy allows no style written in the page.
   function sizeBars(root) {

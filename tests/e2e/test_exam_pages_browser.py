@@ -91,3 +91,28 @@ def test_an_answer_saved_after_the_end_is_refused_in_the_students_language(quiet
     assert not ExamAnswer.objects.exists()
     screenshot(page, f"exam-answer-after-end-{width}-{language}")
     page.context.close()
+
+
+def test_the_exam_and_its_problems_count_down_and_warn_before_the_end(quiet_server, chromium):
+    """The exam's page and its problem's say the time left, from the server's clock, and a
+    screen reader hears it five minutes before the end (there was no countdown at all)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.models import Exam
+
+    student = person("tim")
+    algo, _ = problem_import(SAMPLES / "aplusb")
+    exam = make_exam(algo, mode="ACM", participants=[student])
+    Exam.objects.filter(pk=exam.pk).update(ends_at=timezone.now() + timedelta(minutes=5, seconds=3))
+    page = new_page(chromium)
+    sign_in(page, quiet_server.url, "tim", PASSWORD, f"/exams/{exam.pk}")
+    clock = page.locator(".exam-clock .words")
+    page.wait_for_function("() => /^Time left: 5:0\\d$/.test(document.querySelector('.exam-clock .words').textContent)")
+    page.get_by_role("status").filter(has_text="Five minutes left").wait_for(timeout=15000)
+    assert re.fullmatch(r"Time left: (5:00|4:5\d)", clock.inner_text())
+    screenshot(page, "exam-time-left-1280-en")
+    page.goto(f"{quiet_server.url}/problems/{algo.pk}?exam={exam.pk}")
+    page.wait_for_function("() => /^Time left: 4:\\d\\d$/.test(document.querySelector('.exam-clock .words').textContent)")
+    page.context.close()
