@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,28 @@ TOOLCHAINS = {"cpp": ["g++"], "java": ["javac", "java"], "python": ["python3"], 
 HEALTH_PORTS = {"cpp": 9441, "java": 9442, "python": 9443, "mysql": 9444, "arkts": 9445}
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def health_ports() -> dict[str, int]:
+    """Each agent's health port: the usual one, or, taken (another demo runs), one the
+    system gives: an agent that cannot listen exits, and the demo would wait for it."""
+    ports = {}
+    for pool, port in HEALTH_PORTS.items():
+        if not _port_free(port):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        ports[pool] = port
+    return ports
+
+
 def sample_solutions(pools):
     """Every sample solution in `pools`' languages: (package folder, slug, language, file,
     the verdict it was written for: its name up to the first dot)."""
@@ -35,6 +58,14 @@ def sample_solutions(pools):
             if language in pools:
                 for source in sorted((package / "solutions").glob(f"*.{EXTENSIONS[language]}")):
                     yield package, spec["slug"], language, source, source.name.split(".")[0].upper()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return lines[-1][:400] if lines else "(an empty log)"
 
 
 def say(message: str) -> None:
@@ -49,6 +80,8 @@ class Demo:
         self.judge_mysql_url = judge_mysql_url
         self.wanted_pools = pools
         self.processes: list[subprocess.Popen] = []
+        self.agents: dict[str, subprocess.Popen] = {}
+        self.health_ports = health_ports()
         self.admin = requests.Session()
         self.student = requests.Session()
 
@@ -140,7 +173,7 @@ class Demo:
         # The demo sends every sample solution as one student within seconds, as no student
         # would: fair use's per-user limits are off unless the environment sets them.
         env = {"KECE_USER_ACTIVE_MAX": "0", "KECE_USER_SUBMIT_RATE": "0", **os.environ, "DEBUG": "1",
-               "KECE_PROBE_ALLOWED_PORTS": f"{min(HEALTH_PORTS.values())}-{max(HEALTH_PORTS.values())}",
+               "KECE_PROBE_ALLOWED_PORTS": ",".join(str(port) for port in self.health_ports.values()),
                "KECE_PROBE_CA_FILE": str(tls["ca"])}
         log = open(self.state / "server.log", "ab")
         self.processes.append(subprocess.Popen(
@@ -162,7 +195,7 @@ class Demo:
         existing = next((n for n in nodes if n["name"] == name), None)
         if existing is None:
             response = self.admin.post(self.base + "/api/v1/admin/judgers", json={
-                "name": name, "pool": pool, "baseUrl": f"https://127.0.0.1:{HEALTH_PORTS[pool]}",
+                "name": name, "pool": pool, "baseUrl": f"https://127.0.0.1:{self.health_ports[pool]}",
                 "hostGroupId": host_group_id, "maxSlots": 2})
             response.raise_for_status()
             node = response.json()
@@ -183,15 +216,17 @@ class Demo:
         workspace.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "JUDGE_MODE": "pool", "JUDGE_POOL": pool, "JUDGE_CONTROL_URL": self.base,
                "JUDGE_CREDENTIAL_FILE": str(self.state / pool / "credential"), "JUDGE_LOCAL_SLOTS": "2",
-               "JUDGE_WORKSPACE": str(workspace), "JUDGE_HEALTH_LISTEN": f"127.0.0.1:{HEALTH_PORTS[pool]}",
+               "JUDGE_WORKSPACE": str(workspace), "JUDGE_HEALTH_LISTEN": f"127.0.0.1:{self.health_ports[pool]}",
                "JUDGE_TLS_CERT": str(tls["cert"]), "JUDGE_TLS_KEY": str(tls["key"])}
         if pool == "mysql":
             env["JUDGE_MYSQL_URL"] = self.judge_mysql_url
         if weak_sandbox:
             env["JUDGE_ALLOW_WEAK_SANDBOX"] = "1"
         log = open(self.state / pool / "agent.log", "ab")
-        self.processes.append(subprocess.Popen([sys.executable, "-m", "node_agent"], cwd=ROOT, env=env,
-                                               stdout=log, stderr=log, start_new_session=True))
+        agent = subprocess.Popen([sys.executable, "-m", "node_agent"], cwd=ROOT, env=env, stdout=log, stderr=log,
+                                 start_new_session=True)
+        self.processes.append(agent)
+        self.agents[pool] = agent
         say(f"started the {pool} agent (log: {self.state / pool / 'agent.log'})")
 
     def verify_and_enable(self, nodes: dict, timeout: float = 180) -> list[str]:
@@ -202,6 +237,12 @@ class Demo:
         enabled = []
         while pending and time.monotonic() < deadline:
             for pool, node in list(pending.items()):
+                agent = self.agents.get(pool)
+                if agent is not None and agent.poll() is not None:
+                    say(f"{pool}: the agent stopped (exit {agent.returncode}) before it was enabled: "
+                        f"{_last_line(self.state / pool / 'agent.log')}")
+                    del pending[pool]
+                    continue
                 current = self.admin.get(self.base + f"/api/v1/admin/judgers/{node['id']}").json()
                 if current["desiredState"] == "ENABLED" and current["observedState"] in ("ready", "busy"):
                     enabled.append(pool)

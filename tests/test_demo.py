@@ -147,3 +147,28 @@ def test_a_sample_refused_by_the_server_is_said_and_the_others_are_still_submitt
     assert len(submitted) == samples - 1
     assert "refused: 409 exam_closed — In an exam." in output
     assert f"submitted {samples - 1} sample solutions" in output
+
+
+def test_a_health_port_another_program_holds_is_replaced_by_a_free_one():
+    """A second demo (or anything else) on 9443: the python agent could not listen, exited,
+    and the demo waited for it; it gets a port of its own."""
+    from kece.demo import health_ports
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", HEALTH_PORTS["python"]))
+        holder.listen(1)
+        ports = health_ports()
+    assert ports["python"] != HEALTH_PORTS["python"] and len(set(ports.values())) == len(ports)
+
+
+def test_an_agent_that_stops_during_set_up_is_said_and_not_waited_for(tmp_path, capsys):
+    from kece.demo import Demo
+
+    demo = Demo(port=free_port(), state_dir=tmp_path, judge_mysql_url="", pools=["python"])
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "agent.log").write_text('{"level": "ERROR", "message": "health endpoint cannot start"}\n')
+    demo.agents["python"] = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    demo.agents["python"].wait()
+    assert demo.verify_and_enable({"python": {"id": 1}}, timeout=30) == []
+    said = capsys.readouterr().out
+    assert "python: the agent stopped (exit 2) before it was enabled" in said and "health endpoint" in said
