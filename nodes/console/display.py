@@ -79,6 +79,19 @@ def setting_changes(before: dict, after: dict, *, group_names: dict) -> list[tup
             for key in SETTING_WORDS if key in before and before.get(key) != after.get(key)]
 
 
+# The connectivity check's items (`nodes.checks.connectivity_items`) in words; their
+# details, and a node's own items, are the server's and the agent's English, kept as they are.
+CHECK_ITEM_WORDS = {
+    "connectivity": gettext_lazy("reaching its health endpoint"), "tls": gettext_lazy("its TLS certificate"),
+    "identity": gettext_lazy("its identity (the probe key)"), "pool": gettext_lazy("its pool"),
+    "protocol": gettext_lazy("its protocol version"), "runtime": gettext_lazy("its runtime spec"),
+}
+
+
+def check_item_words(name: str) -> str:
+    return CHECK_ITEM_WORDS.get(name, name)
+
+
 # What a running job is doing, as its node last reported it (`progress_phase`).
 PHASE_WORDS = {"COMPILING": gettext_lazy("Compiling"), "JUDGING": gettext_lazy("Judging")}
 

@@ -172,7 +172,8 @@ def fleet(request):
 
 def _check_parts(check) -> dict:
     items = check.items or []
-    return {"check": check, "connectivity": [i for i in items if i.get("name") in CONNECTIVITY_ITEMS],
+    return {"check": check, "connectivity": [{**i, "words": display.check_item_words(i["name"])} for i in items
+                                             if i.get("name") in CONNECTIVITY_ITEMS],
             "self_check": [i for i in items if i.get("name") not in CONNECTIVITY_ITEMS]}
 
 
@@ -193,7 +194,7 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
                         "reason": entry.after.get("reason", "")})
     for check in checks:
         if check.finished_at is not None:
-            failed = [i["name"] for i in check.items or [] if not i.get("ok")]
+            failed = [display.check_item_words(i["name"]) for i in check.items or [] if not i.get("ok")]
             what = _("check passed") if check.status == NodeCheck.Status.PASSED else _("check failed")
             entries.append({"at": check.finished_at, "who": _("the system"), "what": what, "changes": [],
                             "reason": listed(failed)})

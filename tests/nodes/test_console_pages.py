@@ -333,7 +333,7 @@ def test_the_detail_page_shows_held_jobs_checks_and_the_timeline(admin, student,
     admin.post(f"/admin/judgers/{node.pk}/edit", {"revision": node.revision, "max_slots": "3"})
     page = admin.get(f"/admin/judgers/{node.pk}").content.decode()
     assert f"Program {submission.pk}" in page and str(job.pk) in page
-    assert "Connectivity: tls" in page and "Self-check: python_limits" in page
+    assert "Connectivity: its TLS certificate" in page and "Self-check: python_limits" in page
     assert "alice" in page and "changed" in page and "Max slots: 4 → 3" in page
 
 
@@ -531,3 +531,17 @@ def test_the_language_switch_on_a_page_that_answered_a_form_returns_to_the_form_
     assert switched.status_code == 302 and admin.get(switched["Location"]).status_code == 200
     elsewhere = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": "x"}, HTTP_REFERER="https://elsewhere.invalid/")
     assert '<input name="next" type="hidden" value="/">' in elsewhere.content.decode()
+
+
+def test_a_checks_items_are_named_in_the_pages_language_and_its_english_details_marked_so(admin, node_a):
+    """The connectivity items were their codes (tls, identity); the details are the server's
+    English, marked so a screen reader reads them as English on a Chinese page."""
+    node, _ = node_a
+    NodeCheck.objects.create(node=node, config_revision=1, status=NodeCheck.Status.FAILED, started_at=node.created_at,
+                             finished_at=node.created_at, items=[
+                                 {"name": "tls", "ok": True, "detail": "HTTPS with a verified certificate"},
+                                 {"name": "pool", "ok": False, "detail": "pool cpp, expected python"}])
+    page = admin.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+    assert "连通性：TLS 证书" in page and "连通性：评测池" in page
+    assert '<td lang="en">pool cpp, expected python</td>' in page
+    assert "检查失败 — 评测池" in page  # the timeline names the failed item alike
