@@ -88,6 +88,30 @@ CHECK_ITEM_WORDS = {
 }
 
 
+# The quarantine rules (`nodes.quarantine`; a reason starts with its rule's name, then the
+# server's English account of what the node did).
+QUARANTINE_RULE_WORDS = {
+    "infra_errors": gettext_lazy("infrastructure errors on several jobs in a row"),
+    "stalled": gettext_lazy("free slots and work waiting, but no claim"),
+    "renew_lost": gettext_lazy("its lease renewals kept failing"),
+    "canary_mismatch": gettext_lazy("a hidden canary judged wrongly"),
+    "cross_check": gettext_lazy("verdicts that disagreed with its peers'"),
+}
+
+
+def quarantine_reason_words(reason: str) -> str:
+    """A quarantine's reason: its rule in the page's language, then what the server recorded
+    (in English)."""
+    rule, _sep, account = reason.partition(": ")
+    if rule not in QUARANTINE_RULE_WORDS:
+        return reason
+    return str(QUARANTINE_RULE_WORDS[rule]) + pgettext("label separator", ": ") + account
+
+
+def quarantine_words(reason: str) -> str:
+    return _("Quarantined by the server: %(reason)s") % {"reason": quarantine_reason_words(reason)}
+
+
 def check_item_words(name: str) -> str:
     return CHECK_ITEM_WORDS.get(name, name)
 
@@ -145,7 +169,7 @@ def reason(node, observed: str) -> str:
     if node.revoked_at is not None:
         return _("Revoked: its credential no longer works. Rotate its credential to let it join again.")
     if node.quarantined_at is not None:
-        return _("Quarantined by the server: %(reason)s") % {"reason": node.quarantine_reason}
+        return quarantine_words(node.quarantine_reason)
     if observed == ObservedState.OFFLINE:
         return _("No session or no fresh heartbeat.") if node.session_open else _("The agent closed its session.")
     if observed == ObservedState.UNHEALTHY:

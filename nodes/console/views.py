@@ -191,7 +191,8 @@ def _timeline(node, *, observed, checks, errors, audit) -> list[dict]:
         entries.append({"at": entry.created_at, "who": who,
                         "what": display.audit_words(entry.action),
                         "changes": display.setting_changes(entry.before, entry.after, group_names=group_names),
-                        "reason": entry.after.get("reason", "")})
+                        "reason": display.quarantine_reason_words(entry.after.get("reason", ""))
+                        if entry.action == "quarantine" else entry.after.get("reason", "")})
     for check in checks:
         if check.finished_at is not None:
             failed = [display.check_item_words(i["name"]) for i in check.items or [] if not i.get("ok")]

@@ -105,8 +105,12 @@ def test_a_wrong_canary_verdict_quarantines_the_node_and_a_right_one_does_not(
     submit(student, problem, code=AC_PROGRAM, now=now)
     assert claim(identity, now=now) == []  # no more judge work for it
     # The console says why, as for every quarantine, and lists the canary.
-    page = session_client(make_admin()).get(f"/admin/judgers/{node.pk}").content.decode()
-    assert f"Quarantined by the server: {node.quarantine_reason}" in page
+    operator = session_client(make_admin())
+    page = operator.get(f"/admin/judgers/{node.pk}").content.decode()
+    account = node.quarantine_reason.removeprefix("canary_mismatch: ")
+    assert f"Quarantined by the server: a hidden canary judged wrongly: {account}" in page
+    chinese = operator.get(f"/admin/judgers/{node.pk}", HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert "canary_mismatch" not in chinese.content.decode()  # the rule in words, the account as recorded
     assert f"{canary.program} (job {job.pk}): expected {canary.expect}, got {wrong}" in page
     assert "wrong: the node was quarantined" in page
 
