@@ -66,6 +66,19 @@ def _exam_id(request) -> int | None:
     return whole_number(request.POST.get("exam") or request.GET.get("exam")) or None
 
 
+def _submitted_after_the_exam(request):
+    """A participant's submission into their exam that has just ended, for a problem another
+    exam keeps hidden until its own end: not a 404 that loses the code, but the refusal with
+    the code given back (the problem itself still not shown)."""
+    exam_id = _exam_id(request)
+    reason = closed_to(exam_id, request.user, now=timezone.now()) if exam_id and request.user.is_authenticated \
+        else None
+    if reason is None:
+        return None
+    return render(request, "judging/submit_refused.html", {
+        "reason": reason, "code": request.POST.get("code", ""), "exam_id": exam_id}, status=409)
+
+
 def _problem_page(request, problem, *, language="", code="", errors=(), status=200):
     manifest = problem.current_manifest
     judges = judge_status()
@@ -138,6 +151,8 @@ def problem_detail(request, problem_id: int):
     problem = get_object_or_404(Problem.objects.select_related("current_manifest"), pk=problem_id,
                                 current_manifest__isnull=False, is_canary=False, deleted_at__isnull=True)
     if not visibility.may_view(problem, request.user, now=timezone.now()):
+        if request.method == "POST" and (refused := _submitted_after_the_exam(request)) is not None:
+            return refused
         raise Http404  # an exam's problem before its end, or a hidden one, does not exist for you
     if request.method == "GET":
         return _problem_page(request, problem)

@@ -255,3 +255,21 @@ def test_an_oi_submission_the_hand_in_passed_over_reads_as_on_its_own_page(signe
     assert words in exam_page and "Cancelled" not in exam_page
     # Each row names its problem (a list of "Program N" alone said nothing of which).
     assert exam_page.count(f"<td>{problem.title}</td>") == 1 + 2  # the problems table, and each of the two
+
+
+def test_a_submission_after_the_end_for_a_problem_another_exam_keeps_gives_the_code_back(signed_in, student, problem):
+    """The problem is hidden from everyone but the second exam's participants until it ends:
+    the submit was a 404 and the code was lost. The refusal says why and gives the code back,
+    without showing the problem."""
+    later = make_exam(problem, mode="ACM", participants=[UserFactory()], now=timezone.now(), minutes=60)
+    ended = make_exam(problem, mode="ACM", participants=[student], now=timezone.now() - timedelta(minutes=30),
+                      minutes=20)
+    assert signed_in.get(f"/problems/{problem.pk}").status_code == 404  # `later` keeps it
+    code = "print(sum(map(int, input().split())))  # mine"
+    answer = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": code, "exam": ended.pk})
+    page = answer.content.decode()
+    assert answer.status_code == 409 and "Nothing was submitted" in page and "The exam has ended" in page
+    assert "print(sum(map(int, input().split())))  # mine" in page and problem.title not in page
+    assert not Submission.objects.exists() and later.pk != ended.pk
+    outsider = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": code, "exam": later.pk})
+    assert outsider.status_code == 404  # not theirs: the problem still does not exist for them
