@@ -29,6 +29,8 @@ HEALTH_PORTS = {"cpp": 9441, "java": 9442, "python": 9443, "mysql": 9444, "arkts
 
 def _port_free(port: int) -> bool:
     with socket.socket() as probe:
+        # As a server binds it: a port a stopped agent left in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
             return True

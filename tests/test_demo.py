@@ -155,6 +155,7 @@ def test_a_health_port_another_program_holds_is_replaced_by_a_free_one():
     from kece.demo import health_ports
 
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the demo's last agent may have just left it
         holder.bind(("127.0.0.1", HEALTH_PORTS["python"]))
         holder.listen(1)
         ports = health_ports()

@@ -746,15 +746,19 @@ def test_agent_config_accepts_the_compose_environment(compose, tmp_path):
     credential = tmp_path / "credential" / "credential"
     credential.parent.mkdir()
     credential.write_text("join-code\n")
+    import trustme
+
     pem = tmp_path / "file.pem"
     pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    ca = tmp_path / "internal_ca.pem"  # the agent loads it: a CA certificate indeed
+    ca.write_bytes(trustme.CA().cert_pem.bytes())
     for name, service in services_built_from(compose, AGENT_DOCKERFILE).items():
         env = environment(service)
         env.pop("JUDGE_MYSQL_URL_FILE", None)
         if env["JUDGE_POOL"] == "mysql":
             env["JUDGE_MYSQL_URL"] = "mysql://root:secret@judge-mysql:3306/"
         env.update(JUDGE_CREDENTIAL_FILE=str(credential), JUDGE_WORKSPACE=str(tmp_path / name),
-                   JUDGE_TLS_CERT=str(pem), JUDGE_TLS_KEY=str(pem), JUDGE_CA_FILE=str(pem))
+                   JUDGE_TLS_CERT=str(pem), JUDGE_TLS_KEY=str(pem), JUDGE_CA_FILE=str(ca))
         config = load(env)
         assert config.pool == env["JUDGE_POOL"] and config.health_listen is not None
         assert config.local_slots >= 1

@@ -214,9 +214,12 @@ def test_the_unit_and_its_env_file_make_a_configuration_the_agent_accepts(unit, 
         env[var] = str(tmp_path / env[var].lstrip("/"))
     Path(env["JUDGE_CREDENTIAL_FILE"]).parent.mkdir(parents=True)
     Path(env["JUDGE_CREDENTIAL_FILE"]).write_text("join-code\n")
+    import trustme
+
     for var in ("JUDGE_TLS_CERT", "JUDGE_TLS_KEY", "JUDGE_CA_FILE"):
         Path(env[var]).parent.mkdir(parents=True, exist_ok=True)
         Path(env[var]).write_text("-----BEGIN CERTIFICATE-----\n")
+    Path(env["JUDGE_CA_FILE"]).write_bytes(trustme.CA().cert_pem.bytes())  # the agent loads it
     if pool == "mysql":
         env["JUDGE_MYSQL_URL"] = "mysql://root:secret@127.0.0.1:3306/"
     config = load(env)
