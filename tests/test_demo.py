@@ -115,8 +115,12 @@ def test_a_demo_stopped_by_sigterm_stops_its_server_and_agents_too(env, state_di
         demo.send_signal(signal.SIGTERM)
         rest = demo.communicate(timeout=120)[0]
     finally:
-        if demo.poll() is None:
-            demo.kill()
+        if demo.poll() is None:  # failed before its stop: stopped as an operator would, its agents with it
+            demo.terminate()
+            try:
+                demo.wait(60)
+            except subprocess.TimeoutExpired:
+                demo.kill()
     assert "[demo] stopping" in rest, "".join(seen) + rest
     assert not _listening(port), "the control plane outlived the demo"
     assert not _listening(HEALTH_PORTS["python"]), "the python agent outlived the demo"
