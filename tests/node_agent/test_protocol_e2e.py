@@ -434,13 +434,12 @@ def test_a_disk_that_fills_while_a_program_runs_is_no_verdict(make_plane, launch
         plane.wait_for(lambda: (job.progress or {}).get("phase") == "JUDGING", what="the program running")
         filler = runs / "filler"
         descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        filler.unlink()  # held open, it keeps its space; the agent's sweep of the runs folder cannot free it
         try:  # every byte of the disk, until it refuses
             while os.write(descriptor, b"\0" * (1 << 16)):
                 pass
         except OSError:
             pass
-        finally:
-            os.close(descriptor)
         plane.wait_for(lambda: job.results, timeout=60, what="the job's result")
         with plane.lock:
             [first] = job.results
@@ -450,7 +449,7 @@ def test_a_disk_that_fills_while_a_program_runs_is_no_verdict(make_plane, launch
                        timeout=30, what="a heartbeat saying the workspace cannot take jobs")
         with plane.lock:
             assert job.state == "QUEUED", "no claim while the disk is full"
-        filler.unlink()
+        os.close(descriptor)  # the space comes back
         assert verdict_of(plane, job_id, timeout=60)["verdict"] == "AC"
         agent.kill()  # before the disk goes
 
