@@ -126,11 +126,19 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
         await asyncio.sleep(delay)
         pools, self.pending, self.flush = sorted(self.pending), set(), None
         self.last_sent = asyncio.get_running_loop().time()
-        await self.send_json({"type": "changed", "pools": pools})
+        await self._tell({"type": "changed", "pools": pools})
 
     async def fleet_alive(self, event):
         if self.flush is None:  # a change on its way says as much
-            await self.send_json({"type": "alive"})
+            await self._tell({"type": "alive"})
+
+    async def _tell(self, message: dict):
+        try:
+            await self.send_json(message)
+        except RuntimeError as exc:
+            # The page left (a link followed) and the server refuses to write to the closed
+            # socket; its disconnect, already on its way, ends this consumer.
+            logger.debug("the console socket closed before a message", extra={"error": str(exc)})
 
     async def receive_json(self, content, **kwargs):
         pass  # the page has nothing to say

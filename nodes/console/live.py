@@ -107,13 +107,14 @@ def publish_step(now=None) -> list[str]:
     run in any one process) and publish the pools that changed. Nothing is read while no
     console page is open (`mark_watched`): the first step after one opens compares with
     the digests of the last one watched, and at worst tells the new page to refresh what
-    it has just loaded."""
+    it has just loaded. With none remembered (a new or emptied cache) every pool counts as
+    changed: the open pages loaded before this step, and what changed since is unknown."""
     if not cache.get(WATCHED_KEY):
         return []
     now = now or timezone.now()
     digests = pool_digests(now=now)
     last = cache.get(DIGEST_KEY) or {}
-    changed = changed_pools(last["digests"], digests) if last.get("digests") else []
+    changed = changed_pools(last.get("digests") or {}, digests)
     told = last.get("told", 0.0)
     # Half an interval of slack: the steps' own timing jitters.
     keepalive_s = (KEEPALIVE_INTERVALS - 0.5) * settings.KECE_CONSOLE_PUBLISH_MS / 1000

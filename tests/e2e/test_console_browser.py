@@ -54,8 +54,25 @@ def admin_person(username="alice"):
     return user
 
 
-def _wait_text(page, selector: str, text: str, timeout: float = 60000):
-    page.locator(selector, has_text=text).first.wait_for(timeout=timeout)
+def _wait_text(page, selector: str, text: str, timeout: float = 60000, explain=None):
+    """Wait for `text` in `selector`; on a timeout, say what the page shows instead and what
+    `explain()` tells of the system behind it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.locator(selector, has_text=text).first.wait_for(timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.locator(selector).all_inner_texts()
+        raise AssertionError(f"{selector} never showed {text!r}: it shows {shown!r}"
+                             + (f"\n{explain()}" if explain else "")) from None
+
+
+def _explain_jobs(agent, server):
+    from judging.models import JudgeJob
+
+    jobs = list(JudgeJob.objects.values_list("pk", "state", "node_id", "attempts"))
+    log = server.log_path.read_text(errors="replace")[-3000:] if server.log_path else ""
+    return f"jobs (id, state, node, attempts): {jobs}\nagent log:\n{agent.logs()[-3000:]}\nserver log:\n{log}"
 
 
 def test_an_admin_registers_watches_the_node_join_checks_enables_and_drains_it(fleet, chromium):
@@ -112,7 +129,8 @@ def test_an_admin_registers_watches_the_node_join_checks_enables_and_drains_it(f
     page.evaluate("window.__notReloaded = true")
     problem, _ = problem_import(SAMPLES / "aplusb")
     submission = submission_submit(user=person("bob"), problem_id=problem.pk, language="python", code=SLOW)
-    _wait_text(page, "tr[data-node='python-1'] .running", "1 / 1", 30000)
+    _wait_text(page, "tr[data-node='python-1'] .running", "1 / 1", 30000,
+               explain=lambda: _explain_jobs(agent, fleet.server))
     assert "1 / 1" in page.locator("li[data-pool='python'] .running-capacity").inner_text()
     screenshot(page, "console-fleet-running-1280-en")
     page.set_viewport_size({"width": 390, "height": 900})

@@ -2,6 +2,7 @@
 changes reaches a page as one message."""
 
 import asyncio
+import logging
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -17,6 +18,7 @@ from kece.asgi import application
 from nodes.console import live
 from nodes.models import JudgeNode
 from nodes.services import AgentReport, HeartbeatReport, node_heartbeat
+from pools.registry import POOLS
 from tests.api.helpers import make_admin, make_teacher
 from tests.factories import make_node
 from tests.judging.helpers import claim, submit
@@ -259,7 +261,7 @@ def test_the_step_says_it_is_alive_every_few_intervals_while_nothing_changes(mon
         live.publish_step(now=start + timezone.timedelta(seconds=seconds))
         return list(sent)
 
-    assert step_at(0) == ["fleet.alive"]  # the first step has nothing to compare with
+    assert step_at(0) == ["fleet.changed"]  # the first step knows nothing of what the pages loaded
     assert [step_at(second) for second in (1, 2)] == [[], []]
     assert step_at(3) == ["fleet.alive"]  # three intervals without a word
     assert [step_at(second) for second in (4, 5)] == [[], []]
@@ -277,11 +279,26 @@ def test_a_heartbeat_that_changes_nothing_publishes_nothing(monkeypatch, student
     node, identity = make_node(pool="python", name="py-1")
     make_node(pool="cpp", name="cpp-1")
     live.mark_watched()
-    assert live.publish_step() == []  # the first step only remembers
+    live.publish_step()  # the first step: every pool
+    published.clear()
     beat = HeartbeatReport(AgentReport("test", "python-r1", 4), running=0, health_ok=True, health_checks={})
     node_heartbeat(node_id=node.pk, credential_digest_value=node.credential_digest, session_epoch=1, beat=beat,
                    now=timezone.now())
     assert live.publish_step() == [] and published == []
+
+
+@pytest.mark.django_db
+def test_a_change_before_the_first_step_reaches_the_pages_open_then(monkeypatch):
+    # A page loaded, then a node joined, and only then did the first step run (a new server,
+    # an emptied cache): it cannot know the page's figures are stale, so it says every pool
+    # changed. Otherwise the page would show "Waiting for the agent" until its slow refresh.
+    published = []
+    monkeypatch.setattr(live, "publish", published.append)
+    make_node(pool="python", name="py-1")
+    make_node(pool="cpp", name="cpp-1")
+    live.mark_watched()
+    assert live.publish_step() == sorted(POOLS)
+    assert live.publish_step() == [] and published == [sorted(POOLS)]
 
 
 @pytest.mark.django_db
@@ -290,7 +307,8 @@ def test_what_the_console_shows_live_publishes_its_pool(monkeypatch, student, pr
     monkeypatch.setattr(live, "publish", published.append)
     node, identity = make_node(pool="python", name="py-1")
     live.mark_watched()
-    live.publish_step()
+    live.publish_step()  # the first step: every pool
+    published.clear()
     submit(student, problem, language="python")
     assert live.publish_step() == ["python"]  # a submission waits
     [job] = claim(identity)
@@ -326,7 +344,8 @@ def test_with_no_console_open_the_step_reads_nothing_until_a_page_listens(monkey
     monkeypatch.setattr(live, "publish", published.append)
     make_node(pool="python", name="py-1")
     live.mark_watched()
-    live.publish_step()
+    live.publish_step()  # the first step: every pool
+    published.clear()
     cache.delete(live.WATCHED_KEY)  # the last page closed, its mark lapsed
     submit(student, problem, language="python")
     with django_assert_num_queries(0):
@@ -412,3 +431,25 @@ def test_a_socket_whose_channel_layer_fails_under_it_stops_checking_and_leaves_i
     still_checking, groups = async_to_sync(scenario)()
     assert not still_checking
     assert not groups.get(live.GROUP)
+
+
+def test_a_change_for_a_page_that_has_just_left_is_dropped_without_an_error(caplog):
+    # The page followed a link: uvicorn refuses a write to the closed socket before channels
+    # has handed the consumer its disconnect. The coalesced message due then is dropped.
+    from nodes.console.consumers import JudgersConsumer
+
+    async def closed_socket(message):
+        raise RuntimeError("Unexpected ASGI message 'websocket.send', after sending 'websocket.close'")
+
+    async def scenario():
+        consumer = JudgersConsumer()
+        consumer.base_send = closed_socket
+        consumer.pending, consumer.last_sent = set(), float("-inf")
+        await consumer.fleet_changed({"pools": ["python"]})
+        await consumer.flush
+        await consumer.fleet_alive({})
+        return consumer.flush
+
+    with caplog.at_level("WARNING"):
+        assert async_to_sync(scenario)() is None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
