@@ -7,17 +7,17 @@ in the way of a submit, a claim or a result. A student's own figures are one sma
 their own rows beside it.
 """
 
-from datetime import datetime, time, timedelta, timezone as dt_timezone
+from datetime import datetime, time, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Q, Sum
-from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from judging.models import SUBMISSION_MODELS, Exam, ExamMode, FirstAccepted, LessonPractice, PracticeBest
 from judging.system import system_user_id
 from kece.caches import shared_or_computed
+from kece.timezones import display_zone
 
 BOARD_SIZE = 10
 DAYS = 14
@@ -53,20 +53,23 @@ def _compute(lesson_id: int, *, now) -> dict:
     solvers = {(row["practice_id"], row["problem_id"]): row["n"] for row in bests.filter(best_score__gte=SOLVED)
                .values("practice_id", "problem_id").annotate(n=Count("id"))}
     problem_ids = {problem.pk for practice in practices for problem in practice.problems.all()}
-    since = (now - timedelta(days=DAYS - 1)).date()
-    # From the first day's midnight (UTC), as a time: `accepted_at__date` would be DATE(…),
-    # which no index serves, and read every solution the problems ever had.
-    since_midnight = datetime.combine(since, time.min, tzinfo=dt_timezone.utc)
-    daily = dict(FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__gte=since_midnight)
-                 .exclude(user_id=system_user_id()).exclude(_results_not_shown(now))
-                 .annotate(day=TruncDate("accepted_at")).values("day")
-                 .annotate(n=Count("id")).values_list("day", "n"))
+    # The school's days (the pages' zone), each counted between its midnights as times: a
+    # date of `accepted_at` would be DATE(CONVERT_TZ(…)), which no index serves (it would
+    # read every solution the problems ever had) and which needs the database's zone tables.
+    zone = display_zone()
+    today = timezone.localtime(now, zone).date()
+    days = [today - timedelta(days=DAYS - 1 - i) for i in range(DAYS)]
+    midnights = [datetime.combine(day, time.min, tzinfo=zone) for day in days + [today + timedelta(days=1)]]
+    daily = (FirstAccepted.objects.filter(problem_id__in=problem_ids, accepted_at__gte=midnights[0],
+                                          accepted_at__lt=midnights[-1])
+             .exclude(user_id=system_user_id()).exclude(_results_not_shown(now))
+             .aggregate(**{f"day{i}": Count("id", filter=Q(accepted_at__gte=midnights[i],
+                                                           accepted_at__lt=midnights[i + 1])) for i in range(DAYS)}))
     return {
-        "asOf": now.strftime("%Y-%m-%d %H:%M"),
+        "asOf": now,
         "leaderboard": [{"rank": i, "username": names.get(row["user_id"], "?"), "total": row["total"],
                          "solved": row["solved"]} for i, row in enumerate(board, start=1)],
-        "daily": [{"day": (since + timedelta(days=i)).isoformat(), "accepted": daily.get(since + timedelta(days=i), 0)}
-                  for i in range(DAYS)],
+        "daily": [{"day": day.isoformat(), "accepted": daily[f"day{i}"] or 0} for i, day in enumerate(days)],
         "practices": _practice_rows(practices, solvers),
     }
 

@@ -1,5 +1,6 @@
 """Context every page's layout reads."""
 
+from django.conf import settings
 from django.utils.http import url_has_allowed_host_and_scheme
 
 
@@ -13,3 +14,8 @@ def language_switch(request) -> dict:
     back = referer if url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()},
                                                       require_https=request.is_secure()) else "/"
     return {"language_next": back}
+
+
+def time_zone(request) -> dict:
+    """The name the pages give their times' zone (`KECE_TIME_ZONE`): "09:00 Asia/Shanghai"."""
+    return {"time_zone": settings.KECE_TIME_ZONE}

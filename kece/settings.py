@@ -7,6 +7,7 @@ scheduler. Production sets DATABASE_URL (MySQL/MariaDB) and REDIS_URL.
 import ipaddress
 import re
 import tempfile
+import zoneinfo
 from datetime import timedelta
 from pathlib import Path
 
@@ -105,6 +106,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    "kece.timezones.DisplayTimeZoneMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -144,6 +146,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "pools.context_processors.judge_status",
                 "kece.context_processors.language_switch",
+                "kece.context_processors.time_zone",
             ],
         },
     },
@@ -386,7 +389,15 @@ LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 LANGUAGE_COOKIE_SAMESITE = "Lax"
 LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# The database, the API and the logs keep UTC. Pages show (and read typed) times in the
+# school's zone, KECE_TIME_ZONE: an IANA name such as Asia/Shanghai (`kece.timezones`).
 TIME_ZONE = "UTC"
+KECE_TIME_ZONE = env.str("KECE_TIME_ZONE", default="UTC")
+try:
+    zoneinfo.ZoneInfo(KECE_TIME_ZONE)
+except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as _exc:
+    raise ImproperlyConfigured(f"KECE_TIME_ZONE must name a time zone such as Asia/Shanghai or UTC, got "
+                               f"{KECE_TIME_ZONE!r}") from _exc
 USE_I18N = True
 USE_TZ = True
 

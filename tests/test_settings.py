@@ -74,6 +74,9 @@ def test_a_bad_log_format_or_drain_time_stops_the_start(name, value, message):
     ({"KECE_JOIN_THROTTLE": "20/fortnight"}, "KECE_JOIN_THROTTLE: '20/fortnight' is not a rate"),
     ({"KECE_EVENT_MAX_ATTEMPTS": "0"}, "KECE_EVENT_MAX_ATTEMPTS must be a whole number of at least 1"),
     ({"KECE_MAX_ATTEMPTS": "lots"}, "KECE_MAX_ATTEMPTS must be a whole number of at least 1"),
+    ({"KECE_TIME_ZONE": "Asia/Beijing"}, "KECE_TIME_ZONE must name a time zone such as Asia/Shanghai"),
+    ({"KECE_TIME_ZONE": "Asia"}, "KECE_TIME_ZONE must name a time zone such as Asia/Shanghai"),
+    ({"KECE_TIME_ZONE": "../../etc/passwd"}, "KECE_TIME_ZONE must name a time zone such as Asia/Shanghai"),
 ])
 def test_settings_that_cannot_work_stop_the_start_not_the_first_request_that_needs_them(env, message):
     """Checked as the settings load, as every process starts: not only by `check --deploy`,

@@ -13,6 +13,7 @@ from judging.models import ExamMode, Problem, ProblemKind, QuestionKind
 from judging.services.exams import question_checked
 from kece.converters import whole_number
 from kece.errors import Invalid
+from kece.timezones import zoned_label
 
 DATETIME_INPUT = "%Y-%m-%dT%H:%M"
 MAX_OPTIONS = 26
@@ -56,11 +57,14 @@ class _Form(forms.Form):
 class ExamForm(_Form):
     title = forms.CharField(label=_("Title"), max_length=200)
     mode = forms.ChoiceField(label=_("Mode"), choices=MODE_CHOICES, widget=forms.RadioSelect)
-    starts_at = _moment(_("Starts (UTC)"))
-    ends_at = _moment(_("Ends (UTC)"))
+    starts_at = _moment(None)  # labelled with the zone, as the form is made
+    ends_at = _moment(None)
 
     def __init__(self, *args, mode_fixed: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        # Typed and shown in the pages' zone (`kece.timezones`), which the label names.
+        self.fields["starts_at"].label = zoned_label(_("Starts (%(zone)s)"))
+        self.fields["ends_at"].label = zoned_label(_("Ends (%(zone)s)"))
         if mode_fixed:
             # Shown, not sent: a disabled field keeps its saved value whatever is posted.
             self.fields["mode"].disabled = True

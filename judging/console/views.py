@@ -28,6 +28,7 @@ from judging.selectors import deletion_impact, exam_standings
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import Invalid, NotFound, RevisionConflict
+from kece.timezones import zoned_label
 from kece.permissions import can_manage_exams, pages_for
 from pools.registry import POOLS
 
@@ -62,8 +63,8 @@ def saved_facts(row) -> list[tuple]:
     """What the saved version of an exam, lesson or practice says, to compare with the form."""
     facts = [(_("Revision"), row.revision), (_("Title"), row.title)]
     if isinstance(row, Exam):
-        facts += [(_("Mode"), row.mode), (_("Starts (UTC)"), _when(row.starts_at)),
-                  (_("Ends (UTC)"), _when(row.ends_at)),
+        facts += [(_("Mode"), row.mode), (zoned_label(_("Starts (%(zone)s)")), _when(row.starts_at)),
+                  (zoned_label(_("Ends (%(zone)s)")), _when(row.ends_at)),
                   (_("Problems"), listed(p.problem.title for p in row.problems.select_related("problem")) or "—"),
                   (_("Objective questions"), row.questions.count())]
     return facts

@@ -24,6 +24,7 @@ from judging.models import (
 )
 from judging.services.rejudge import awaiting_hand_in, locked_live_submission, rejudge_locked, rejudge_refusal
 from judging.system import system_user_id
+from kece.api import iso
 from kece.errors import Invalid, NotFound
 
 logger = logging.getLogger("kece.rejudge")
@@ -91,7 +92,8 @@ def rejudge_request(*, selector: dict, actor, now) -> RejudgeOperation:
 
 
 def _as_json(selector: dict) -> dict:
-    return {key: value.isoformat() if hasattr(value, "isoformat") else value for key, value in selector.items()}
+    # Moments in UTC with Z, whichever zone they were typed in (a page's: `kece.timezones`).
+    return {key: iso(value) if hasattr(value, "astimezone") else value for key, value in selector.items()}
 
 
 def rejudge_cancel(*, rejudge_id: int, now) -> RejudgeOperation:

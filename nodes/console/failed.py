@@ -18,6 +18,7 @@ from judging.services.events import events_retry
 from judging.services.failed_work import FailedFilter, dead_events, failed_jobs, requeue_selector
 from kece.converters import whole_number
 from kece.permissions import can_manage_judgers, pages_for
+from kece.timezones import zoned_label
 from nodes.models import JudgeNode
 from nodes.services import audit
 from pools.registry import POOLS
@@ -36,12 +37,15 @@ def _bounded(moment):
 class FilterForm(forms.Form):
     pool = forms.ChoiceField(label=gettext_lazy("Pool"), required=False)
     node = forms.TypedChoiceField(label=gettext_lazy("Node"), required=False, coerce=int, empty_value=None)
-    since = forms.DateTimeField(label=gettext_lazy("From (UTC)"), required=False)
-    until = forms.DateTimeField(label=gettext_lazy("Until (UTC)"), required=False)
+    since = forms.DateTimeField(required=False)  # labelled with the zone, as the form is made
+    until = forms.DateTimeField(required=False)
     error = forms.CharField(label=gettext_lazy("Error"), required=False, max_length=200)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # Typed in the pages' zone (`kece.timezones`), which the label names.
+        self.fields["since"].label = zoned_label(_("From (%(zone)s)"))
+        self.fields["until"].label = zoned_label(_("Until (%(zone)s)"))
         self.fields["pool"].choices = [("", _("Every pool"))] + [(name, pool.label) for name, pool in POOLS.items()]
         self.fields["node"].choices = [("", _("Every node"))] + list(
             JudgeNode.objects.order_by("name", "id").values_list("id", "name")[:500])

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.exceptions import ValidationError
@@ -78,8 +79,8 @@ def _refusal(exc: DomainError, *, node=None) -> str:
     if isinstance(exc, RevisionConflict) and node is not None:
         last = NodeAudit.objects.filter(node=node).order_by("-created_at", "-id").first()
         if last is not None:
-            return _("%(node)s was changed by %(who)s at %(time)s UTC — reload to see the change.") % {
-                "node": name, "who": last.actor_name or _("the system"),
+            return _("%(node)s was changed by %(who)s at %(time)s %(zone)s — reload to see the change.") % {
+                "node": name, "who": last.actor_name or _("the system"), "zone": settings.KECE_TIME_ZONE,
                 "time": timezone.localtime(last.created_at).strftime("%H:%M")}
         return _("%(node)s was changed meanwhile — reload to see the change.") % {"node": name}
     if isinstance(exc, NotVerified) and node is not None and node.revoked_at is not None:
@@ -449,25 +450,28 @@ def rejudges(request):
     words = {"RUNNING": _("running"), "DONE": _("done"), "CANCELLED": _("cancelled")}
     return render(request, "nodes/console/rejudges.html",
                   {"operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector,
+                                   # Kept in UTC; shown in the pages' zone like every other time.
+                                   "since": parse_datetime(op.selector.get("since") or ""),
                                    "state_words": words.get(op.state, op.state)} for op in operations]})
 
 
 @require_POST
 @admins_only
 def node_rejudge(request, node_id: int):
-    """Rejudge what the node judged since a moment (a `datetime-local` field, UTC)."""
+    """Rejudge what the node judged since a moment (a `datetime-local` field, in the pages' zone)."""
     from judging.api.admin import BulkRejudgeIn
     from judging.services.bulk_rejudge import rejudge_request
 
     node = _node(node_id)
     raw = request.POST.get("since", "").strip()
     try:
-        # The selector the admin API would send: a date and a time that exist, UTC unless it says otherwise.
+        # The selector the admin API would send: a date and a time that exist, in the pages' zone
+        # (`kece.timezones`) unless it says otherwise.
         selector = validated(BulkRejudgeIn, {"nodeId": node.pk, "since": raw})
         rejudge_request(selector=selector, actor=request.user, now=timezone.now())
     except ValidationError:
         status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as "
-                               "2026-12-01 09:00 (UTC).") % {"since": raw}
+                               "2026-12-01 09:00 (%(zone)s).") % {"since": raw, "zone": settings.KECE_TIME_ZONE}
     except DomainError as exc:
         status, error = exc.status, _refusal(exc, node=node)
     else:

@@ -85,17 +85,22 @@ def test_the_statistics_rank_students_count_days_and_solvers_and_are_cached(less
     assert lesson_statistics(lesson)["leaderboard"][1]["total"] == 200
 
 
-def test_the_daily_chart_counts_from_its_first_days_midnight(lesson):
-    """Fourteen days, today included, in UTC: a solution a second before the first day's
-    midnight is not counted, one at midnight is, on that day."""
-    from datetime import datetime, time, timedelta, timezone as dt_timezone
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/New_York"])
+def test_the_daily_chart_counts_from_its_first_days_midnight(lesson, settings, zone):
+    """Fourteen days, today included, in the school's zone (`KECE_TIME_ZONE`): a solution
+    a second before the first day's midnight there is not counted, one at midnight is, on
+    that day. A class in Shanghai sees its evening's solutions on that evening's day."""
+    import zoneinfo
+    from datetime import datetime, time, timedelta
 
     from judging.models import FirstAccepted
 
+    settings.KECE_TIME_ZONE = zone
+    local = zoneinfo.ZoneInfo(zone)
     lesson, _practice, first, second = lesson
     now = timezone.now()
-    first_day = (now - timedelta(days=13)).date()
-    midnight = datetime.combine(first_day, time.min, tzinfo=dt_timezone.utc)
+    first_day = (now.astimezone(local) - timedelta(days=13)).date()
+    midnight = datetime.combine(first_day, time.min, tzinfo=local)
     for user, problem, at in ((person("early"), first, midnight - timedelta(seconds=1)),
                               (person("on-time"), first, midnight), (person("later"), second, midnight)):
         FirstAccepted.objects.create(user=user, problem=problem, submission_type="ALGO", submission_id=1,
