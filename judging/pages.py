@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from judging import artifacts, display, visibility
 from judging.markdown import render_statement
-from judging.models import SUBMISSION_MODELS, ExamParticipant, Problem, ProblemKind
+from judging.models import SUBMISSION_MODELS, ExamParticipant, Problem, ProblemKind, SubmissionType
 from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
 from judging.services.exams import closed_to, held_status, hidden_wait
 from judging.services.idempotency import checked_key, form_key, submit_once
@@ -221,7 +221,15 @@ def _live(submission, *, now, viewer) -> dict:
         "memory_kb": submission.memory_kb if final and submission.verdict else None,
         "compile_output": submission.compile_output if final else "",
         "verdict_words": display.VERDICT_WORDS,
+        "advice": _advice(submission, job) if score is not None else "",
     }
+
+
+def _advice(submission, job) -> str:
+    failing = [case["ordinal"] for case in submission.cases or [] if case.get("verdict") != "AC"]
+    limits = ((job.snapshot or {}) if job else {}).get("limits") or {}
+    return display.verdict_advice(submission.verdict, sql=submission.TYPE == SubmissionType.SQL,
+                                  case=min(failing, default=None), limits=limits)
 
 
 def _login_required(request):

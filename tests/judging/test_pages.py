@@ -117,6 +117,40 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     assert "Who judged it" in record and "Being judged now" not in record
 
 
+@pytest.mark.parametrize("verdict, said", [
+    ("WA", "its output on test case 2 is not the expected output"),
+    ("TLE", "past the time limit of {timeLimitMs} ms on test case 2"),
+    ("MLE", "more than the memory limit of {memoryLimitMb} MiB on test case 2"),
+    ("OLE", "more than the output limit of {outputLimitKb} KiB on test case 2"),
+    ("RE", "stopped with an error on test case 2: an exception not caught"),
+])
+def test_a_failed_verdict_says_which_case_failed_what_limit_and_what_to_look_at(signed_in, student, problem, verdict,
+                                                                                said):
+    _, identity = make_node(pool="python")
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    settle(identity, judged(job, verdict=verdict, passing=[1]))
+    live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()
+    [advice] = re.findall(r'<p class="advice">(.*?)</p>', live, re.S)
+    assert said.format(**job.snapshot["limits"]) in advice.replace("&amp;", "&")
+    chinese = signed_in.get(f"/submissions/ALGO/{submission.pk}/live", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "测试点 2" in chinese.content.decode()
+
+
+def test_an_accepted_program_and_a_failed_query_get_their_own_words(signed_in, student, problem):
+    _, identity = make_node(pool="python")
+    accepted = submit(student, problem)
+    [job] = claim(identity)
+    settle(identity, judged(job))
+    assert 'class="advice"' not in signed_in.get(f"/submissions/ALGO/{accepted.pk}/live").content.decode()
+    _, sql_node = make_node(pool="mysql", name="mysql-1")
+    query = submit(student, make_problem(kind="SQL"), language="mysql")
+    [job] = claim(sql_node)
+    settle(identity=sql_node, request=judged(job, verdict="RE"))
+    live = signed_in.get(f"/submissions/SQL/{query.pk}/live").content.decode()
+    assert "Your query failed on test case 1: the database refused to run it" in live
+
+
 def test_a_compile_error_shows_no_time_or_memory_it_never_used(signed_in, student, problem):
     from dataclasses import replace
 
