@@ -8,6 +8,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -155,7 +156,8 @@ def problem_detail(request, problem_id: int):
             return refused
         raise Http404  # an exam's problem before its end, or a hidden one, does not exist for you
     if request.method == "GET":
-        return _problem_page(request, problem)
+        language, code = _submission_to_edit(request, problem)
+        return _problem_page(request, problem, language=language, code=code)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     language, code = request.POST.get("language", ""), request.POST.get("code", "")
@@ -182,6 +184,32 @@ def problem_detail(request, problem_id: int):
         response["Retry-After"] = str(exc.retry_after)
         return response
     return redirect("submission", submission_type=submission.TYPE, submission_id=submission.pk)
+
+
+def _submission_to_edit(request, problem) -> tuple[str, str]:
+    """`?from=<id>` (a submission page's "Edit this code"): the viewer's own submission of
+    this problem, whose language and code the form starts from. Anything else, someone
+    else's included, starts the form empty, as the page would without it."""
+    submission_id = whole_number(request.GET.get("from"))
+    if not submission_id or not request.user.is_authenticated:
+        return "", ""
+    model = SUBMISSION_MODELS[SubmissionType.SQL if problem.kind == ProblemKind.SQL else SubmissionType.ALGO]
+    found = model.objects.filter(pk=submission_id, user=request.user, problem=problem).values_list(
+        "language", "code").first()
+    return found or ("", "")
+
+
+def _edit_link(submission, user) -> str | None:
+    """Where the submitter edits this code and submits it again: into the same exam or
+    practice while it takes submissions from them, else as practice on their own."""
+    if submission.user_id != user.pk:
+        return None
+    query = f"?from={submission.pk}"
+    if submission.exam_id and not closed_to(submission.exam_id, user, now=timezone.now()):
+        query += f"&exam={submission.exam_id}"
+    elif submission.lesson_practice_id:
+        query += f"&practice={submission.lesson_practice_id}"
+    return reverse("problem", args=[submission.problem_id]) + query
 
 
 def _own_submission(request, submission_type: str, submission_id: int):
@@ -245,7 +273,8 @@ def submission_detail(request, submission_type: str, submission_id: int):
         return response
     submission = _own_submission(request, submission_type, submission_id)
     live = _live(submission, now=timezone.now(), viewer=request.user)
-    context = {"submission": submission, "live": live, **_record(submission, request.user, hidden=live["hidden"])}
+    context = {"submission": submission, "live": live, **_record(submission, request.user, hidden=live["hidden"]),
+               "edit_link": _edit_link(submission, request.user)}
     return render(request, "judging/submission_detail.html", context)
 
 

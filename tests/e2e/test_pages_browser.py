@@ -190,6 +190,19 @@ def test_a_student_submits_from_the_browser_and_sees_the_verdict_arrive(agents, 
     url = page.url
     page.set_viewport_size({"width": 390, "height": 900})
     screenshot(page, "submission-390-en")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # From the submission's page back to its problem with its code, changed and sent again.
+    page.get_by_role("link", name="Edit this code and submit it again").click()
+    page.wait_for_url(re.compile(rf"/problems/{problem.pk}\?from={submission.pk}$"))
+    editor = page.get_by_label("Code", exact=True)
+    assert editor.input_value() == submission.code.replace("\r\n", "\n")  # a form sends lines with CRLF
+    editor.fill((SAMPLES / "aplusb" / "solutions" / "wa.py").read_text())
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_url(re.compile(r"/submissions/ALGO/\d+$"))
+    page.locator(".status-line", has_text="Wrong answer").wait_for(timeout=60000)
+    assert "its output on test case 1 is not the expected output" in page.locator("#submission-live .advice").inner_text()
+    screenshot(page, "submission-wrong-answer-1280-en")
     page.context.close()
 
     other = new_page(chromium)

@@ -386,3 +386,39 @@ def test_the_top_bar_marks_the_section_a_page_belongs_to(signed_in, student, pro
     assert marked("/") == []
     signed_in.force_login(make_admin())
     assert marked("/admin/exams") == ["/admin/exams"]
+
+
+def test_a_submitter_edits_their_code_from_its_page_and_no_one_elses(signed_in, student, problem):
+    code = "a, b = map(int, input().split())\nprint(a - b)  # wrong on purpose\n"
+    submission = submit(student, problem, language="cpp", code=code)
+    page = signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
+    [link] = re.findall(r'<a href="([^"]+)">Edit this code and submit it again</a>', page)
+    assert link == f"/problems/{problem.pk}?from={submission.pk}"
+    form = signed_in.get(link).content.decode()
+    assert re.search(r"<textarea[^>]*>" + re.escape(code.replace(">", "&gt;")) + "</textarea>", form)
+    assert re.search(r'<option value="cpp"[^>]*selected', form)
+
+    other = UserFactory(username="other")
+    theirs = submit(other, problem, code="print('their secret')")
+    assert "their secret" not in signed_in.get(f"/problems/{problem.pk}?from={theirs.pk}").content.decode()
+    assert signed_in.get(f"/problems/{problem.pk}?from=x").status_code == 200  # no number: an empty form
+
+
+def test_the_edit_link_submits_into_the_same_exam_while_it_is_open_and_the_same_practice(signed_in, student, problem):
+    from django.utils import timezone
+
+    from judging.services.exams import exam_hand_in
+    from judging.services.lessons import lesson_create, practice_create
+    from tests.factories import make_exam
+
+    practice = practice_create(lesson_id=lesson_create(title="week 1").pk, title="loops", problem_ids=[problem.pk])
+    in_practice = submit(student, problem, lesson_practice_id=practice.pk)
+    page = signed_in.get(f"/submissions/ALGO/{in_practice.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?from={in_practice.pk}&amp;practice={practice.pk}"' in page
+    exam = make_exam(problem, participants=[student], mode="ACM")
+    in_exam = submit(student, problem, exam_id=exam.pk)
+    page = signed_in.get(f"/submissions/ALGO/{in_exam.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?from={in_exam.pk}&amp;exam={exam.pk}"' in page
+    exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+    page = signed_in.get(f"/submissions/ALGO/{in_exam.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?from={in_exam.pk}"' in page  # handed in: no more into the exam
