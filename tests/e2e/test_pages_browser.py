@@ -50,7 +50,7 @@ def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_se
 
     student = person("wide")
     problem = make_problem(languages=("python",))
-    long_line = "print('" + "wide " * 20 + "')\n"  # wider than a phone, not than a laptop
+    long_line = "print('" + "wide " * 20 + "')\nprint(2)\n"  # wider than a phone, not than a laptop
     submission = submission_submit(user=student, problem_id=problem.pk, language="python", code=long_line)
     page = new_page(chromium, width=390)
     sign_in(page, quiet_server.url, "wide", PASSWORD, f"/submissions/ALGO/{submission.pk}")
@@ -58,6 +58,10 @@ def test_code_wider_than_a_phone_is_a_named_region_the_keyboard_reaches(quiet_se
     code.wait_for()
     page.wait_for_function("() => document.querySelector('pre.output:last-of-type').getAttribute('role') === 'region'")
     assert (code.get_attribute("tabindex"), code.get_attribute("aria-label")) == ("0", "Code")
+    # Numbered lines, the numbers not part of the text a student copies.
+    assert code.inner_text() == long_line and page.locator("pre.output .line").count() == 2
+    assert page.evaluate("getComputedStyle(document.querySelector('pre.output .line'), '::before').userSelect") \
+        == "none"
     for _ in range(60):  # the keyboard gets there, Tab by Tab
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.matches('pre.output')"):
