@@ -2,6 +2,8 @@
 submits from a practice with its context, sees their best scores and progress; the
 leaderboard, daily accepted counts and progress come from the derived rows, cached."""
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
@@ -206,3 +208,13 @@ def test_a_practice_just_added_is_listed_at_once_while_the_figures_are_cached(le
     added = LessonPractice.objects.create(lesson=lesson, title="Week 2")
     added.problems.add(first)
     assert "Week 2" in browser.get(f"/lessons/{lesson.pk}").content.decode()
+
+
+def test_a_practice_with_no_problems_yet_says_so_instead_of_0_of_0(lesson):
+    from judging.models import LessonPractice
+
+    lesson, _practice, _first, _second = lesson
+    LessonPractice.objects.create(lesson=lesson, title="Week 3")
+    page = session_client(person("bea")).get(f"/lessons/{lesson.pk}").content.decode()
+    [row] = re.findall(r"Week 3</a></th>\s*<td>(.*?)</td>", page, re.S)
+    assert "No problems in it yet" in row and "0 of 0" not in row and "<progress" not in row
