@@ -9,6 +9,7 @@ urlpatterns = [
     path("admin/exams/<id:exam_id>/edit", views.exam_edit, name="exam-admin-edit"),
     path("admin/exams/<id:exam_id>/participants", views.participants_add, name="exam-admin-participants"),
     path("admin/exams/<id:exam_id>/results", views.exam_results, name="exam-admin-results"),
+    path("admin/exams/<id:exam_id>/results.csv", views.exam_results_download, name="exam-admin-results-csv"),
     path("admin/exams/<id:exam_id>/publish", views.exam_publish, name="exam-admin-publish"),
     path("admin/exams/<id:exam_id>/delete", views.exam_delete, name="exam-admin-delete"),
     path("admin/lessons", lessons.lesson_list, name="lesson-admin"),

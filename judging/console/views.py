@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from judging.capacity import exam_advice
 from judging.console import display
+from judging.console.export import participant_words, results_csv
 from judging.console.forms import (
     CapacityForm, ExamForm, ParticipantsForm, ProblemFormSet, QuestionFormSet, problem_choices, problem_initial, question_initial,
 )
@@ -188,8 +189,7 @@ def _standings(request, exam, *, now):
     page = paged(request, participants)
     rows = exam_standings(exam, list(page), now=now)
     for participant, row in zip(page, rows):
-        at_end = row["state"] == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant)
-        row["words"], row["icon"] = display.HANDED_IN_AT_THE_END if at_end else display.PARTICIPANT_WORDS[row["state"]]
+        row["words"], row["icon"] = participant_words(exam, participant, row["state"])
     return page, rows
 
 
@@ -263,6 +263,17 @@ def exam_results(request, exam_id: int):
     fragment = request.headers.get("HX-Request") == "true"
     return _exam_page(request, live_or_404(Exam, exam_id),
                       "judging/console/_exam_results.html" if fragment else "judging/console/exam_results.html")
+
+
+@require_http_methods(["GET"])
+@exam_admins_only
+def exam_results_download(request, exam_id: int):
+    exam = live_or_404(Exam, exam_id)
+    # Made whole here, in the request's time zone and thread (a class's file is small).
+    response = HttpResponse("".join(results_csv(exam, now=timezone.now())), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="exam-{exam.pk}-results.csv"'
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 # --- publish and delete ---------------------------------------------------------------------------

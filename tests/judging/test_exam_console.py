@@ -300,6 +300,45 @@ def test_the_results_table_shows_each_participants_scores_and_total(admin, probl
     assert ">65<" in overview and "Closed, not handed in" not in overview
 
 
+def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin, problem, student, monkeypatch):
+    import csv
+
+    from judging.console import export, views
+
+    # More participants than a page, read in more than one batch: the file holds them all.
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    monkeypatch.setattr(export, "BATCH", 2)
+    _, identity = make_node(pool="python")
+    problem.title = "Sums 求和"
+    problem.save(update_fields=["title"])
+    late = [person(name) for name in ("=cmd|calc", "zed")]
+    exam = make_exam(problem, mode="ACM", participants=[student, *late], points={0: 60}, questions=[
+        {"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
+    submit(student, problem, exam_id=exam.pk)
+    [job] = claim(identity)
+    settle(identity, judged(job))
+    events_dispatch(now=timezone.now())
+    exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
+
+    page = admin.get(f"/admin/exams/{exam.pk}/results").content.decode()
+    assert f'href="/admin/exams/{exam.pk}/results.csv"' in page
+    response = admin.get(f"/admin/exams/{exam.pk}/results.csv")
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"] == f'attachment; filename="exam-{exam.pk}-results.csv"'
+    text = response.content.decode("utf-8")
+    assert text.startswith("\ufeff")  # a spreadsheet reads it as UTF-8
+    header, *rows = list(csv.reader(text[1:].splitlines()))
+    assert header == ["Username", "State", "Handed in (UTC)", "Sums 求和 (/60)", "Sums 求和: attempts", "Q1 (/5)",
+                      "Total"]
+    by_name = {row[0]: row for row in rows}
+    assert sorted(by_name) == ["'=cmd|calc", "student", "zed"]  # all of them; a formula written as text
+    assert by_name["student"][1] == "Handed in" and by_name["student"][3:] == ["60", "1", "", "60"]  # Q1 unanswered
+    assert by_name["zed"][2:] == ["", "", "", "", ""]
+    as_teacher = Client()
+    as_teacher.force_login(make_teacher())
+    assert as_teacher.get(f"/admin/exams/{exam.pk}/results.csv").status_code == 403
+
+
 def test_publishing_asks_first_then_publishes_through_the_service(admin, problem, student):
     exam = make_exam(problem, participants=[student])
     submit(student, problem, exam_id=exam.pk)
