@@ -19,8 +19,9 @@ FINAL_STATUSES = frozenset(VERDICT_WORDS)
 
 def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -> str:
     """What a final verdict tells a student to look at: which test case first failed, the
-    limit it went past, the usual causes. Empty for a verdict that needs none."""
-    facts = {"case": case or 1, "ms": limits.get("timeLimitMs"), "mb": limits.get("memoryLimitMb"),
+    limit it went past, the usual causes. Empty for a verdict that needs none, and where the
+    failing case or the limit is not on record: no sentence rather than a wrong one."""
+    facts = {"case": case, "ms": limits.get("timeLimitMs"), "mb": limits.get("memoryLimitMb"),
              "kb": limits.get("outputLimitKb")}
     if verdict == "WA":
         words = _("Your query ran, but what it returned on test case %(case)s is not the expected result: look at "
@@ -34,11 +35,15 @@ def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -
             _("Your program ran past the time limit of %(ms)s ms on test case %(case)s: it may loop for ever, wait "
               "for input that never comes, or need a faster way to the answer.")
     elif verdict == "MLE":
-        words = _("Your program used more than the memory limit of %(mb)s MiB on test case %(case)s: look for data "
-                  "that grows with the input, such as a list of every value, or recursion that goes very deep.")
+        words = _("Your query needed more than the memory limit of %(mb)s MiB on test case %(case)s: look for a "
+                  "large intermediate result, such as a join that multiplies the rows.") if sql else \
+            _("Your program used more than the memory limit of %(mb)s MiB on test case %(case)s: look for data "
+              "that grows with the input, such as a list of every value, or recursion that goes very deep.")
     elif verdict == "OLE":
-        words = _("Your program wrote more than the output limit of %(kb)s KiB on test case %(case)s: it may print "
-                  "inside a loop that does not end.")
+        words = _("Your query returned more than the output limit of %(kb)s KiB on test case %(case)s: look for a "
+                  "missing condition in its joins or its WHERE.") if sql else \
+            _("Your program wrote more than the output limit of %(kb)s KiB on test case %(case)s: it may print "
+              "inside a loop that does not end.")
     elif verdict == "RE":
         words = _("Your query failed on test case %(case)s: the database refused to run it, for a table or column "
                   "that does not exist or a statement this problem does not allow.") if sql else \
@@ -46,8 +51,9 @@ def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -
               "zero, an index outside a list or an array, recursion too deep, or an exit status other than 0.")
     else:
         return ""
-    if None in facts.values() and verdict in ("TLE", "MLE", "OLE"):
-        return ""  # the job's limits not on record: no figure rather than a wrong one
+    needed = {"TLE": "ms", "MLE": "mb", "OLE": "kb"}.get(verdict)
+    if case is None or (needed and facts[needed] is None):
+        return ""
     return words % facts
 
 

@@ -8,8 +8,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
@@ -202,10 +202,12 @@ def _submission_to_edit(request, problem) -> tuple[str, str]:
 def _edit_link(submission, user) -> str | None:
     """Where the submitter edits this code and submits it again: into the same exam or
     practice while it takes submissions from them, else as practice on their own."""
-    if submission.user_id != user.pk:
+    if submission.user_id != user.pk or submission.problem.deleted_at is not None:
         return None
     query = f"?from={submission.pk}"
-    if submission.exam_id and not closed_to(submission.exam_id, user, now=timezone.now()):
+    # `closed_to` says nothing (None) of an exam that is gone: it takes nothing either.
+    if submission.exam_id and submission.exam.deleted_at is None \
+            and not closed_to(submission.exam_id, user, now=timezone.now()):
         query += f"&exam={submission.exam_id}"
     elif submission.lesson_practice_id:
         query += f"&practice={submission.lesson_practice_id}"
@@ -254,7 +256,9 @@ def _live(submission, *, now, viewer) -> dict:
 
 
 def _advice(submission, job) -> str:
-    failing = [case["ordinal"] for case in submission.cases or [] if case.get("verdict") != "AC"]
+    # The case that gave the verdict: the first with it (the agent stops at or reports from
+    # the first failing case, but the verdict is the submission's, not any case's).
+    failing = [case["ordinal"] for case in submission.cases or [] if case.get("verdict") == submission.verdict]
     limits = ((job.snapshot or {}) if job else {}).get("limits") or {}
     return display.verdict_advice(submission.verdict, sql=submission.TYPE == SubmissionType.SQL,
                                   case=min(failing, default=None), limits=limits)

@@ -19,6 +19,7 @@ from judging.system import system_user_id
 from kece.caches import shared_or_computed
 from kece.timezones import display_zone
 
+FORM = 2  # `asOf` a time, not text; days in the pages' zone
 BOARD_SIZE = 10
 DAYS = 14
 SOLVED = 100  # a practice problem counts as solved at full marks
@@ -91,8 +92,10 @@ def current_practices(lesson_id: int, stats: dict) -> list[dict]:
 
 def lesson_statistics(lesson, *, now=None) -> dict:
     """The lesson's shared figures, from the cache when fresh. The key carries the lesson's
-    creation time too: a database recreated with the same ids must not read another's."""
-    key = f"kece:lesson-stats:{lesson.pk}:{lesson.created_at.timestamp()}"
+    creation time too (a database recreated with the same ids must not read another's), the
+    zone its days are counted in, and the figures' form (`FORM`: an older process's entry
+    is not read for a newer one's)."""
+    key = f"kece:lesson-stats:{FORM}:{lesson.pk}:{lesson.created_at.timestamp()}:{settings.KECE_TIME_ZONE}"
     return shared_or_computed(key, lambda: _compute(lesson.pk, now=now or timezone.now()),
                               timeout=settings.KECE_STATS_CACHE_S)
 

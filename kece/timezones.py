@@ -4,12 +4,23 @@ nine. The API, the database and the logs stay in UTC, as the contract writes tim
 
 import zoneinfo
 
+from django import forms
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 
 def display_zone() -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(settings.KECE_TIME_ZONE)
+
+
+def within_years(moment):
+    """A typed moment between the years 2000 and 9000, else a form error in words: far-off
+    years overflow once moved to UTC (in the database's adapter, or the zone's own
+    arithmetic), which would be a 500."""
+    if moment is not None and not 2000 <= moment.year <= 9000:
+        raise forms.ValidationError(_("Give a date between the years 2000 and 9000."))
+    return moment
 
 
 def zoned_label(words: str) -> str:
@@ -17,15 +28,20 @@ def zoned_label(words: str) -> str:
     return words % {"zone": settings.KECE_TIME_ZONE}
 
 
+# Paths that keep UTC: the API (its clients read UTC with `Z`) and Django's admin, whose
+# date drill-downs (django-axes' sign-in attempts) would need the database's zone tables:
+# MySQL's CONVERT_TZ answers NULL without them.
+UTC_PATHS = ("/api/", "/django-admin/")
+
+
 class DisplayTimeZoneMiddleware:
-    """Pages (not the API: its clients read UTC with `Z`) render and parse times in the
-    display zone."""
+    """The site's own pages render and parse times in the display zone."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path_info.startswith("/api/"):
+        if request.path_info.startswith(UTC_PATHS):
             return self.get_response(request)
         with timezone.override(display_zone()):
             return self.get_response(request)

@@ -93,3 +93,50 @@ def test_a_nodes_rejudge_moment_is_typed_kept_in_utc_and_shown_in_the_schools_zo
     assert operation.selector["since"] == utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     page = admin.get("/admin/judgers/rejudges").content.decode()
     assert f"since {typed.strftime('%Y-%m-%d %H:%M')} Asia/Shanghai" in page
+
+
+def test_the_api_reads_and_writes_utc_whatever_zone_the_pages_speak(shanghai):
+    """A naive time sent to the API is UTC, as the contract says; only the pages read typed
+    times in the school's zone."""
+    from tests.api.helpers import token_client
+    from tests.factories import make_exam, make_problem
+
+    exam = make_exam(make_problem(), now=timezone.now() + timedelta(days=3))
+    day = (timezone.now() + timedelta(days=2)).date()
+    api = token_client(exam_manager("tess"))
+    response = api.patch(f"/api/v1/admin/exams/{exam.pk}", {"revision": exam.revision,
+                                                             "startsAt": f"{day.isoformat()}T09:00:00"},
+                         content_type="application/json")
+    assert response.status_code == 200, response.content
+    exam.refresh_from_db()
+    assert exam.starts_at == datetime.combine(day, time(9, 0), tzinfo=zoneinfo.ZoneInfo("UTC"))
+    assert response.json()["startsAt"] == f"{day.isoformat()}T09:00:00Z"
+
+
+def test_the_django_admin_keeps_utc_and_needs_no_zone_tables_in_the_database(shanghai):
+    # django-axes' pages drill down by date: with the zone active, MySQL's CONVERT_TZ would
+    # answer NULL on a database without its zone tables, and the page would be a 500.
+    from axes.models import AccessAttempt
+
+    AccessAttempt.objects.create(username="someone", ip_address="10.0.0.1", user_agent="x", failures_since_start=1,
+                                 get_data="", post_data="", http_accept="", path_info="/accounts/login/")
+    admin = person("root", is_staff=True, is_superuser=True)
+    page = _signed_in(admin).get("/django-admin/axes/accessattempt/")
+    assert page.status_code == 200 and "someone" in page.content.decode()
+
+
+def test_a_far_off_year_typed_in_the_schools_zone_is_refused_in_words_not_a_500(settings):
+    from tests.e2e.conftest import judgers_admin
+    from tests.factories import make_node
+
+    settings.KECE_TIME_ZONE = "America/New_York"
+    teacher = _signed_in(exam_manager())
+    far = datetime(9999, 12, 31, 23, 0)
+    response = teacher.post("/admin/exams/new", exam_form(starts=far - timedelta(hours=2), ends=far))
+    assert response.status_code == 400 and "Give a date between the years 2000 and 9000." in response.content.decode()
+    assert not Exam.objects.exists()
+
+    settings.KECE_TIME_ZONE = "Asia/Shanghai"
+    node, _identity = make_node(pool="python", name="py-far")
+    refused = _signed_in(judgers_admin()).post(f"/admin/judgers/{node.pk}/rejudge", {"since": "0001-01-01T00:00"})
+    assert refused.status_code == 400 and "is not a date and time to rejudge from" in refused.content.decode()

@@ -13,7 +13,7 @@ from judging.models import ExamMode, Problem, ProblemKind, QuestionKind
 from judging.services.exams import question_checked
 from kece.converters import whole_number
 from kece.errors import Invalid
-from kece.timezones import zoned_label
+from kece.timezones import within_years, zoned_label
 
 DATETIME_INPUT = "%Y-%m-%dT%H:%M"
 MAX_OPTIONS = 26
@@ -34,7 +34,7 @@ class LocalDateTimeInput(forms.DateTimeInput):
 
 
 def _moment(label):
-    return forms.DateTimeField(label=label, widget=LocalDateTimeInput,
+    return forms.DateTimeField(label=label, widget=LocalDateTimeInput, validators=[within_years],
                                input_formats=[DATETIME_INPUT, "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"])
 
 

@@ -29,8 +29,8 @@ from judging.selectors import deletion_impact, exam_standings
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import Invalid, NotFound, RevisionConflict
-from kece.timezones import zoned_label
 from kece.permissions import can_manage_exams, pages_for
+from kece.timezones import zoned_label
 from pools.registry import POOLS
 
 PAGE_SIZE = 50

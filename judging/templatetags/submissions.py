@@ -18,5 +18,6 @@ def submission_name(submission_type: str, submission_id) -> str:
 def code_lines(code: str) -> list[str]:
     """The code's lines, numbered by the page's style (a CSS counter: the numbers are not
     copied with the code), so that "line 12" in a compiler's message can be found."""
-    lines = (code or "").replace("\r\n", "\n").split("\n")
+    # As a browser reads the page: a lone carriage return ends a line too.
+    lines = (code or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return lines[:-1] if len(lines) > 1 and lines[-1] == "" else lines

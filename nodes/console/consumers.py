@@ -77,7 +77,7 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             return
         self.joined = True
         await self.accept()
-        await self.send_json({"type": "live", "silentAfterMs": live.silent_after_ms()})
+        await self._tell({"type": "live", "silentAfterMs": live.silent_after_ms()})
         self.watch = asyncio.create_task(self._watch_standing(self.scope["session"].session_key))
 
     async def _watch_standing(self, session_key: str | None):
@@ -133,11 +133,16 @@ class JudgersConsumer(AsyncJsonWebsocketConsumer):
             await self._tell({"type": "alive"})
 
     async def _tell(self, message: dict):
+        """Send, unless the page has just left (a link followed): the server then refuses the
+        write, as closed (uvicorn's RuntimeError) or as lost (its ClientDisconnected, an
+        OSError), before channels has handed this consumer the disconnect on its way."""
         try:
             await self.send_json(message)
+        except OSError as exc:
+            logger.debug("the console socket was gone before a message", extra={"error": str(exc)})
         except RuntimeError as exc:
-            # The page left (a link followed) and the server refuses to write to the closed
-            # socket; its disconnect, already on its way, ends this consumer.
+            if "after sending 'websocket.close'" not in str(exc):
+                raise
             logger.debug("the console socket closed before a message", extra={"error": str(exc)})
 
     async def receive_json(self, content, **kwargs):

@@ -18,20 +18,13 @@ from judging.services.events import events_retry
 from judging.services.failed_work import FailedFilter, dead_events, failed_jobs, requeue_selector
 from kece.converters import whole_number
 from kece.permissions import can_manage_judgers, pages_for
-from kece.timezones import zoned_label
+from kece.timezones import within_years, zoned_label
 from nodes.models import JudgeNode
 from nodes.services import audit
 from pools.registry import POOLS
 
 PAGE_SIZE = 50
 admins_only = pages_for(can_manage_judgers)
-
-
-def _bounded(moment):
-    # Far-off years overflow once moved to UTC in the database's adapter: refused in words.
-    if moment is not None and not 2000 <= moment.year <= 9000:
-        raise forms.ValidationError(_("Give a date between the years 2000 and 9000."))
-    return moment
 
 
 class FilterForm(forms.Form):
@@ -51,10 +44,10 @@ class FilterForm(forms.Form):
             JudgeNode.objects.order_by("name", "id").values_list("id", "name")[:500])
 
     def clean_since(self):
-        return _bounded(self.cleaned_data.get("since"))
+        return within_years(self.cleaned_data.get("since"))
 
     def clean_until(self):
-        return _bounded(self.cleaned_data.get("until"))
+        return within_years(self.cleaned_data.get("until"))
 
     def found(self) -> FailedFilter:
         data = self.cleaned_data

@@ -9,13 +9,13 @@ fetch them again.
 
 from urllib.parse import urlsplit
 
+from django import forms
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -31,6 +31,7 @@ from kece.api import validated
 from kece.converters import whole_number
 from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
 from kece.permissions import can_manage_judgers, pages_for
+from kece.timezones import within_years
 from nodes.checks import node_check_start
 from nodes.console import display, live
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
@@ -468,8 +469,9 @@ def node_rejudge(request, node_id: int):
         # The selector the admin API would send: a date and a time that exist, in the pages' zone
         # (`kece.timezones`) unless it says otherwise.
         selector = validated(BulkRejudgeIn, {"nodeId": node.pk, "since": raw})
+        within_years(selector["since"])
         rejudge_request(selector=selector, actor=request.user, now=timezone.now())
-    except ValidationError:
+    except (ValidationError, forms.ValidationError, OverflowError):
         status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as "
                                "2026-12-01 09:00 (%(zone)s).") % {"since": raw, "zone": settings.KECE_TIME_ZONE}
     except DomainError as exc:

@@ -311,7 +311,7 @@ def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin,
     _, identity = make_node(pool="python")
     problem.title = "Sums 求和"
     problem.save(update_fields=["title"])
-    late = [person(name) for name in ("=cmd|calc", "zed")]
+    late = [person(name) for name in ("=cmd|calc", "+1", "-1", "@SUM(1)", "zed")]
     exam = make_exam(problem, mode="ACM", participants=[student, *late], points={0: 60}, questions=[
         {"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
     submit(student, problem, exam_id=exam.pk)
@@ -331,7 +331,8 @@ def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin,
     assert header == ["Username", "State", "Handed in (UTC)", "Sums 求和 (/60)", "Sums 求和: attempts", "Q1 (/5)",
                       "Total"]
     by_name = {row[0]: row for row in rows}
-    assert sorted(by_name) == ["'=cmd|calc", "student", "zed"]  # all of them; a formula written as text
+    # All of them; what a spreadsheet would take for a formula written as text.
+    assert sorted(by_name) == ["'+1", "'-1", "'=cmd|calc", "'@SUM(1)", "student", "zed"]
     assert by_name["student"][1] == "Handed in" and by_name["student"][3:] == ["60", "1", "", "60"]  # Q1 unanswered
     assert by_name["zed"][2:] == ["", "", "", "", ""]
     as_teacher = Client()

@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from judging.models import DbSubmission, JudgeJob, Problem, Submission
 from judging.services.problems import problem_import
@@ -124,12 +125,12 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     ("OLE", "more than the output limit of {outputLimitKb} KiB on test case 2"),
     ("RE", "stopped with an error on test case 2: an exception not caught"),
 ])
-def test_a_failed_verdict_says_which_case_failed_what_limit_and_what_to_look_at(signed_in, student, problem, verdict,
-                                                                                said):
+def test_a_failed_verdict_says_which_case_failed_what_limit_and_what_to_look_at(signed_in, student, verdict, said):
     _, identity = make_node(pool="python")
+    problem = make_problem(languages=("python",), cases=3)
     submission = submit(student, problem)
     [job] = claim(identity)
-    settle(identity, judged(job, verdict=verdict, passing=[1]))
+    settle(identity, judged(job, verdict=verdict, passing=[1]))  # cases 2 and 3 fail: 2 is the first
     live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()
     [advice] = re.findall(r'<p class="advice">(.*?)</p>', live, re.S)
     assert said.format(**job.snapshot["limits"]) in advice.replace("&amp;", "&")
@@ -402,6 +403,12 @@ def test_a_submitter_edits_their_code_from_its_page_and_no_one_elses(signed_in, 
     theirs = submit(other, problem, code="print('their secret')")
     assert "their secret" not in signed_in.get(f"/problems/{problem.pk}?from={theirs.pk}").content.decode()
     assert signed_in.get(f"/problems/{problem.pk}?from=x").status_code == 200  # no number: an empty form
+    elsewhere = submit(student, make_problem(languages=("python",)), code="print('another problem')")
+    assert "another problem" not in signed_in.get(f"/problems/{problem.pk}?from={elsewhere.pk}").content.decode()
+    # An admin reading the student's submission is offered no edit of it.
+    admin = Client()
+    admin.force_login(make_admin())
+    assert "Edit this code" not in admin.get(f"/submissions/ALGO/{submission.pk}").content.decode()
 
 
 def test_the_edit_link_submits_into_the_same_exam_while_it_is_open_and_the_same_practice(signed_in, student, problem):

@@ -433,13 +433,18 @@ def test_a_socket_whose_channel_layer_fails_under_it_stops_checking_and_leaves_i
     assert not groups.get(live.GROUP)
 
 
-def test_a_change_for_a_page_that_has_just_left_is_dropped_without_an_error(caplog):
-    # The page followed a link: uvicorn refuses a write to the closed socket before channels
-    # has handed the consumer its disconnect. The coalesced message due then is dropped.
+@pytest.mark.parametrize("refusal", [
+    RuntimeError("Unexpected ASGI message 'websocket.send', after sending 'websocket.close' or response already "
+                 "completed."),
+    OSError("the client disconnected"),  # uvicorn's ClientDisconnected: the peer's close not yet read
+])
+def test_a_change_for_a_page_that_has_just_left_is_dropped_without_an_error(caplog, refusal):
+    # The page followed a link: the server refuses a write to the closed socket before
+    # channels has handed the consumer its disconnect. The coalesced message due then is dropped.
     from nodes.console.consumers import JudgersConsumer
 
     async def closed_socket(message):
-        raise RuntimeError("Unexpected ASGI message 'websocket.send', after sending 'websocket.close'")
+        raise refusal
 
     async def scenario():
         consumer = JudgersConsumer()
@@ -453,3 +458,18 @@ def test_a_change_for_a_page_that_has_just_left_is_dropped_without_an_error(capl
     with caplog.at_level("WARNING"):
         assert async_to_sync(scenario)() is None
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_any_other_refusal_to_send_is_not_hidden():
+    from nodes.console.consumers import JudgersConsumer
+
+    async def broken(message):
+        raise RuntimeError("Expected ASGI message 'websocket.accept' or 'websocket.close', but got 'websocket.send'.")
+
+    async def scenario():
+        consumer = JudgersConsumer()
+        consumer.base_send = broken
+        await consumer._tell({"type": "alive"})
+
+    with pytest.raises(RuntimeError, match="Expected ASGI message"):
+        async_to_sync(scenario)()
