@@ -17,44 +17,46 @@ VERDICT_WORDS = {
 FINAL_STATUSES = frozenset(VERDICT_WORDS)
 
 
+# What a failed verdict tells a student to look at, for a program (False) or a query (True):
+# which test case gave it, the limit it went past, the usual causes.
+ADVICE = {
+    ("WA", False): _("Your program ran to the end, but its output on test case %(case)s is not the expected output. "
+                     "Spaces at the ends of lines and blank lines at the end do not count; anything else does: a "
+                     "prompt such as “Enter a number:”, a missing or extra value, another number format."),
+    ("WA", True): _("Your query ran, but what it returned on test case %(case)s is not the expected result: look at "
+                    "its columns, its rows and, where the problem asks for one, their order."),
+    ("TLE", False): _("Your program ran past the time limit of %(ms)s ms on test case %(case)s: it may loop for "
+                      "ever, wait for input that never comes, or need a faster way to the answer."),
+    ("TLE", True): _("Your query ran past the time limit of %(ms)s ms on test case %(case)s: look for joins without "
+                     "a condition and for subqueries run once per row."),
+    ("MLE", False): _("Your program used more than the memory limit of %(mb)s MiB on test case %(case)s: look for "
+                      "data that grows with the input, such as a list of every value, or recursion that goes very "
+                      "deep."),
+    ("MLE", True): _("Your query needed more than the memory limit of %(mb)s MiB on test case %(case)s: look for a "
+                     "large intermediate result, such as a join that multiplies the rows."),
+    ("OLE", False): _("Your program wrote more than the output limit of %(kb)s KiB on test case %(case)s: it may "
+                      "print inside a loop that does not end."),
+    ("OLE", True): _("Your query returned more than the output limit of %(kb)s KiB on test case %(case)s: look for a "
+                     "missing condition in its joins or its WHERE."),
+    ("RE", False): _("Your program stopped with an error on test case %(case)s: an exception not caught, a division "
+                     "by zero, an index outside a list or an array, recursion too deep, or an exit status other "
+                     "than 0."),
+    ("RE", True): _("Your query failed on test case %(case)s: the database refused to run it, for a table or column "
+                    "that does not exist or a statement this problem does not allow."),
+}
+# The limit each verdict's words name.
+ADVICE_LIMIT = {"TLE": "ms", "MLE": "mb", "OLE": "kb"}
+
+
 def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -> str:
-    """What a final verdict tells a student to look at: which test case first failed, the
-    limit it went past, the usual causes. Empty for a verdict that needs none, and where the
+    """`ADVICE` for a final verdict. Empty for a verdict that needs none, and where the
     failing case or the limit is not on record: no sentence rather than a wrong one."""
+    words = ADVICE.get((verdict, sql))
     facts = {"case": case, "ms": limits.get("timeLimitMs"), "mb": limits.get("memoryLimitMb"),
              "kb": limits.get("outputLimitKb")}
-    if verdict == "WA":
-        words = _("Your query ran, but what it returned on test case %(case)s is not the expected result: look at "
-                  "its columns, its rows and, where the problem asks for one, their order.") if sql else \
-            _("Your program ran to the end, but its output on test case %(case)s is not the expected output. Spaces "
-              "at the ends of lines and blank lines at the end do not count; anything else does: a prompt such as "
-              "“Enter a number:”, a missing or extra value, another number format.")
-    elif verdict == "TLE":
-        words = _("Your query ran past the time limit of %(ms)s ms on test case %(case)s: look for joins without a "
-                  "condition and for subqueries run once per row.") if sql else \
-            _("Your program ran past the time limit of %(ms)s ms on test case %(case)s: it may loop for ever, wait "
-              "for input that never comes, or need a faster way to the answer.")
-    elif verdict == "MLE":
-        words = _("Your query needed more than the memory limit of %(mb)s MiB on test case %(case)s: look for a "
-                  "large intermediate result, such as a join that multiplies the rows.") if sql else \
-            _("Your program used more than the memory limit of %(mb)s MiB on test case %(case)s: look for data "
-              "that grows with the input, such as a list of every value, or recursion that goes very deep.")
-    elif verdict == "OLE":
-        words = _("Your query returned more than the output limit of %(kb)s KiB on test case %(case)s: look for a "
-                  "missing condition in its joins or its WHERE.") if sql else \
-            _("Your program wrote more than the output limit of %(kb)s KiB on test case %(case)s: it may print "
-              "inside a loop that does not end.")
-    elif verdict == "RE":
-        words = _("Your query failed on test case %(case)s: the database refused to run it, for a table or column "
-                  "that does not exist or a statement this problem does not allow.") if sql else \
-            _("Your program stopped with an error on test case %(case)s: an exception not caught, a division by "
-              "zero, an index outside a list or an array, recursion too deep, or an exit status other than 0.")
-    else:
+    if words is None or case is None or (verdict in ADVICE_LIMIT and facts[ADVICE_LIMIT[verdict]] is None):
         return ""
-    needed = {"TLE": "ms", "MLE": "mb", "OLE": "kb"}.get(verdict)
-    if case is None or (needed and facts[needed] is None):
-        return ""
-    return words % facts
+    return str(words) % facts
 
 
 def is_final(status: str) -> bool:
