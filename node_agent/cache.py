@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -26,6 +27,10 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable
+
+from . import log
+
+logger = logging.getLogger(__name__)
 
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -151,7 +156,10 @@ class ArtifactCache:
                     if pins is not None:
                         pins.verified.add(digest)
                     return path
-                # Damaged on disk: never used, fetched again.
+                # Damaged on disk: never used, fetched again; said, as a disk that changes
+                # files under the cache may do the same to a run's.
+                log.event(logger, logging.WARNING, "a cached test-data file was damaged on disk: fetched again",
+                          digest=digest, path=str(path))
                 self._forget(digest)
                 path.unlink(missing_ok=True)
             self._fetch(digest, size, path, fetch)

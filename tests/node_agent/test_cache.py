@@ -172,13 +172,16 @@ def test_a_job_that_pins_a_file_while_an_eviction_has_picked_it_keeps_it(tmp_pat
     assert not path.exists(), "released, it goes like any other"
 
 
-def test_a_file_damaged_on_disk_is_dropped_and_fetched_again(tmp_path):
+def test_a_file_damaged_on_disk_is_dropped_fetched_again_and_said(tmp_path, caplog):
     cache = ArtifactCache(tmp_path / "cache")
     data, calls = b"hello world\n", []
     path = cache.get(entry(data), fetcher(data, calls))
     path.write_bytes(b"HELLO WORLD\n")  # same size, other bytes
-    assert cache.get(entry(data), fetcher(data, calls)).read_bytes() == data
+    with caplog.at_level("WARNING", logger="node_agent.cache"):
+        assert cache.get(entry(data), fetcher(data, calls)).read_bytes() == data
     assert len(calls) == 2, "fetched again, not used"
+    [said] = [r for r in caplog.records if r.name == "node_agent.cache"]
+    assert "damaged on disk" in said.getMessage() and said.kv["digest"] == entry(data)["digest"]
 
 
 def test_the_cache_remembers_what_an_earlier_run_left(tmp_path):
