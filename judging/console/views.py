@@ -25,7 +25,7 @@ from judging.console.forms import (
 )
 from judging.display import listed
 from judging.models import Exam, ExamParticipant
-from judging.selectors import deletion_impact, exam_standings
+from judging.selectors import deletion_impact, exam_standings, standing_total
 from judging.services import exams
 from kece.converters import whole_number
 from kece.errors import Invalid, NotFound, RevisionConflict
@@ -185,7 +185,12 @@ def exam_edit(request, exam_id: int | None = None):
 # --- one exam: participants, results --------------------------------------------------------------
 
 def _standings(request, exam, *, now):
-    participants = ExamParticipant.objects.filter(exam=exam).select_related("user").order_by("user__username", "id")
+    """A page of the participants, by username, or highest total first (`?order=total`)."""
+    participants = ExamParticipant.objects.filter(exam=exam).select_related("user")
+    if request.GET.get("order") == "total":
+        participants = participants.annotate(ranked=standing_total(exam)).order_by("-ranked", "user__username", "id")
+    else:
+        participants = participants.order_by("user__username", "id")
     page = paged(request, participants)
     rows = exam_standings(exam, list(page), now=now)
     for participant, row in zip(page, rows):
@@ -198,7 +203,10 @@ def _exam_page(request, exam, template: str, *, status: int = 200, **extra):
     their scores."""
     now = timezone.now()
     page, rows = _standings(request, exam, now=now)
+    query = request.GET.copy()  # what the pager's links keep: the order, the figures asked about
+    query.pop("page", None)
     context = {"exam": exam, "page": page, "rows": rows, "phase": display.phase_words(exam, now=now),
+               "query": query.urlencode(), "by_total": request.GET.get("order") == "total",
                "results": display.results_words(exam), "problems": list(exam.problems.select_related("problem")),
                "questions": list(exam.questions.all()), **extra}
     return render(request, template, context, status=status)

@@ -2,6 +2,7 @@
 open them, create and edit with the revision check, participants by username, publishing,
 the results table and deleting."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -338,6 +339,37 @@ def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin,
     as_teacher = Client()
     as_teacher.force_login(make_teacher())
     assert as_teacher.get(f"/admin/exams/{exam.pk}/results.csv").status_code == 403
+
+
+def test_the_results_rank_the_whole_exam_by_total_a_page_at_a_time(admin, problem, monkeypatch):
+    from judging.console import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    _, identity = make_node(pool="python")
+    people = [person(name) for name in ("amy", "bob", "cal")]
+    exam = make_exam(problem, mode="ACM", participants=people, points={0: 60}, questions=[
+        {"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
+    from judging.services.exams import exam_answer_save
+
+    for who, verdict in ((people[2], "AC"), (people[1], "WA")):  # cal solves it, bob does not
+        submit(who, problem, exam_id=exam.pk)
+        [job] = claim(identity)
+        settle(identity, judged(job, verdict=verdict))
+    events_dispatch(now=timezone.now())
+    exam_answer_save(exam_id=exam.pk, question_id=exam.questions.get().pk, user=people[1], choices=[1],
+                     now=timezone.now())
+    exam_hand_in(exam_id=exam.pk, user=people[1], now=timezone.now())  # bob: 0 + 5
+
+    def order(query):
+        page = admin.get(f"/admin/exams/{exam.pk}/results{query}").content.decode()
+        return re.findall(r'data-participant="([^"]+)"', page), page
+
+    assert order("")[0] == ["amy", "bob"]
+    first, page = order("?order=total")
+    assert first == ["cal", "bob"]  # 60, then 5, across the whole exam
+    assert 'href="?order=total&amp;page=2"' in page  # the next page keeps the order
+    assert order("?order=total&page=2")[0] == ["amy"]
+    assert '<strong aria-current="true">highest total first</strong>' in page
 
 
 def test_publishing_asks_first_then_publishes_through_the_service(admin, problem, student):
