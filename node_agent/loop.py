@@ -97,6 +97,9 @@ class Session:
 
 # The shortest time between two renewals sent for a job's progress (`Agent.until_next_renew`).
 PROGRESS_REPORT_S = 2.0
+# How often a claim waiting out its backoff looks whether the control plane has answered
+# another call meanwhile (`_wait_until_answered`).
+ANSWER_POLL_S = 0.5
 
 
 class JobRun:
@@ -524,12 +527,15 @@ class Agent:
             if exc.code != "session_superseded" and exc.status != 401:
                 delay = backoff.next_delay(exc.retry_after)
                 log.event(logger, logging.WARNING, "claim failed", error=exc.code, retry_in_s=round(delay, 1))
-                self.stop_requested.wait(delay)
+                if exc.retry_after is None and exc.status >= 500:
+                    self._wait_until_answered(delay, since=started)  # a proxy's word for a server away
+                else:
+                    self.stop_requested.wait(delay)  # the server's own "not now"
             return
         except TransportError as exc:
             delay = backoff.next_delay()
             log.event(logger, logging.WARNING, "claim failed", error=str(exc)[:300], retry_in_s=round(delay, 1))
-            self.stop_requested.wait(delay)
+            self._wait_until_answered(delay, since=started)
             return
         backoff.reset()
         received = time.monotonic()
@@ -544,6 +550,19 @@ class Agent:
             # A pool's nodes that started together would otherwise poll in lockstep, every
             # claim wait on the same beat: a small random pause spreads them out.
             self.stop_requested.wait(random.uniform(0, self.config.claim_jitter_ms / 1000))
+
+    def _wait_until_answered(self, delay: float, *, since: float) -> None:
+        """Wait out a claim's backoff after the control plane was away, but no longer than
+        until it answers another call (the heartbeat, every few seconds): a backoff grown
+        to half a minute over an outage would otherwise keep the node idle that much longer
+        once the server is back. The heartbeats of a pool's nodes are spread out, and so
+        are their claims' returns."""
+        end = time.monotonic() + delay
+        while not self.stop_requested.is_set() and self.client.last_answer <= since:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_requested.wait(min(left, ANSWER_POLL_S))
 
     def _note_desired(self, desired: str | None) -> None:
         session = self.session

@@ -290,3 +290,39 @@ def test_a_running_mysql_agent_sweeps_expired_leftovers_and_survives_a_failing_s
     agent.judge_db.node_id = None  # before the session: whose names they are is not known yet
     loop.Agent.sql_sweep_step(agent)
     assert calls == ["sweep", "sweep"]
+
+
+def _claiming_agent(claim, stop_requested):
+    agent = SimpleNamespace(
+        session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
+        client=SimpleNamespace(claim=claim, last_answer=0.0), stop_requested=stop_requested,
+        takes_work=lambda: True, metrics=AgentMetrics(), _handle_api_error=lambda exc, epoch: None)
+    agent._wait_until_answered = lambda delay, since: loop.Agent._wait_until_answered(agent, delay, since=since)
+    return agent
+
+
+def test_a_claim_backing_off_from_an_outage_claims_again_once_the_server_answers_a_heartbeat():
+    """A backoff grown over an outage (half a minute at most; an hour here) does not keep the
+    node idle once the control plane is back: the heartbeat's answer cuts it short."""
+    def away(**kw):
+        raise loop.TransportError("POST jobs/claim: ConnectionError")
+
+    agent = _claiming_agent(away, threading.Event())
+    step = threading.Thread(target=loop.Agent.claim_step, args=(agent, SimpleNamespace(next_delay=lambda: 3600.0)),
+                            daemon=True)
+    step.start()
+    agent.client.last_answer = time.monotonic() + 1  # the heartbeat thread hears from the server
+    step.join(10)
+    stuck = step.is_alive()
+    agent.stop_requested.set()
+    assert not stuck, "still waiting out the backoff"
+
+
+def test_a_server_that_says_when_to_come_back_is_waited_for_whatever_else_it_answers():
+    def busy(**kw):
+        raise loop.ApiError(503, "unavailable", "try later", retry_after=20.0)
+
+    agent = _claiming_agent(busy, _Recorder())
+    agent.client.last_answer = float("inf")  # heartbeats answered all along
+    loop.Agent.claim_step(agent, SimpleNamespace(next_delay=lambda retry_after=None: retry_after))
+    assert agent.stop_requested.waits == [20.0]
