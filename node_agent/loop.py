@@ -528,14 +528,14 @@ class Agent:
                 delay = backoff.next_delay(exc.retry_after)
                 log.event(logger, logging.WARNING, "claim failed", error=exc.code, retry_in_s=round(delay, 1))
                 if exc.retry_after is None and exc.status >= 500:
-                    self._wait_until_answered(delay, since=started)  # a proxy's word for a server away
+                    self._wait_until_answered(delay, since=time.monotonic())  # a proxy's word for a server away
                 else:
                     self.stop_requested.wait(delay)  # the server's own "not now"
             return
         except TransportError as exc:
             delay = backoff.next_delay()
             log.event(logger, logging.WARNING, "claim failed", error=str(exc)[:300], retry_in_s=round(delay, 1))
-            self._wait_until_answered(delay, since=started)
+            self._wait_until_answered(delay, since=time.monotonic())
             return
         backoff.reset()
         received = time.monotonic()
@@ -553,10 +553,12 @@ class Agent:
 
     def _wait_until_answered(self, delay: float, *, since: float) -> None:
         """Wait out a claim's backoff after the control plane was away, but no longer than
-        until it answers another call (the heartbeat, every few seconds): a backoff grown
-        to half a minute over an outage would otherwise keep the node idle that much longer
-        once the server is back. The heartbeats of a pool's nodes are spread out, and so
-        are their claims' returns."""
+        until it answers another call made after the failure (`since`; the heartbeat, every
+        few seconds): a backoff grown to half a minute over an outage would otherwise keep
+        the node idle that much longer once the server is back. An answer from before the
+        failure does not count: a claim that fails alone (a proxy cutting long-polls short)
+        is then tried again at most once a heartbeat, not at once. The heartbeats of a
+        pool's nodes are spread out, and so are their claims' returns."""
         end = time.monotonic() + delay
         while not self.stop_requested.is_set() and self.client.last_answer <= since:
             left = end - time.monotonic()

@@ -326,3 +326,28 @@ def test_a_server_that_says_when_to_come_back_is_waited_for_whatever_else_it_ans
     agent.client.last_answer = float("inf")  # heartbeats answered all along
     loop.Agent.claim_step(agent, SimpleNamespace(next_delay=lambda retry_after=None: retry_after))
     assert agent.stop_requested.waits == [20.0]
+
+
+def test_a_claim_that_fails_alone_while_heartbeats_are_answered_waits_for_the_next_answer_not_none(monkeypatch):
+    """Answers from before the failure do not cut the wait short: a claim failing on its own
+    (a proxy cutting its long-polls short) would otherwise be tried again in a tight loop."""
+    now = [100.0]
+
+    class Ticking(_Recorder):  # each wait moves the agent's clock on by what it waited
+        def is_set(self):
+            return False
+
+        def wait(self, seconds):
+            now[0] += seconds
+            return super().wait(seconds)
+
+    monkeypatch.setattr(loop, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def cut(**kw):
+        now[0] += 15  # the long-poll waited, and the proxy cut it short
+        agent.client.last_answer = now[0] - 5  # a heartbeat answered while the claim was out
+        raise loop.ApiError(504, "gateway_timeout", "upstream timed out")
+
+    agent = _claiming_agent(cut, Ticking())
+    loop.Agent.claim_step(agent, SimpleNamespace(next_delay=lambda retry_after=None: 7.0))
+    assert sum(agent.stop_requested.waits) == 7.0  # the whole backoff: no answer came after the failure
