@@ -34,9 +34,9 @@ ADVICE = {
                       "deep."),
     ("MLE", True): _("Your query needed more than the memory limit of %(mb)s MiB on test case %(case)s: look for a "
                      "large intermediate result, such as a join that multiplies the rows."),
-    ("OLE", False): _("Your program wrote more than the output limit of %(kb)s KiB on test case %(case)s: it may "
+    ("OLE", False): _("Your program wrote more than the output limit of %(size)s on test case %(case)s: it may "
                       "print inside a loop that does not end."),
-    ("OLE", True): _("Your query returned more than the output limit of %(kb)s KiB on test case %(case)s: look for a "
+    ("OLE", True): _("Your query returned more than the output limit of %(size)s on test case %(case)s: look for a "
                      "missing condition in its joins or its WHERE."),
     ("RE", False): _("Your program stopped with an error on test case %(case)s: an exception not caught, a division "
                      "by zero, an index outside a list or an array, recursion too deep, or an exit status other "
@@ -45,7 +45,17 @@ ADVICE = {
                     "that does not exist or a statement this problem does not allow."),
 }
 # The limit each verdict's words name.
-ADVICE_LIMIT = {"TLE": "ms", "MLE": "mb", "OLE": "kb"}
+ADVICE_LIMIT = {"TLE": "ms", "MLE": "mb", "OLE": "size"}
+SYSTEM_ERROR_ADVICE = _("The judges could not judge this submission, after several tries: your code is not at fault. "
+                        "Your teacher or an admin can have it judged again; submitting the same code again works "
+                        "too.")
+
+
+def size_words(kb) -> str | None:
+    """An output limit as people write it: 64 MiB, not 65536 KiB."""
+    if kb is None:
+        return None
+    return _("%(mb)s MiB") % {"mb": kb // 1024} if kb % 1024 == 0 else _("%(kb)s KiB") % {"kb": kb}
 
 
 def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -> str:
@@ -53,7 +63,7 @@ def verdict_advice(verdict: str, *, sql: bool, case: int | None, limits: dict) -
     failing case or the limit is not on record: no sentence rather than a wrong one."""
     words = ADVICE.get((verdict, sql))
     facts = {"case": case, "ms": limits.get("timeLimitMs"), "mb": limits.get("memoryLimitMb"),
-             "kb": limits.get("outputLimitKb")}
+             "size": size_words(limits.get("outputLimitKb"))}
     if words is None or case is None or (verdict in ADVICE_LIMIT and facts[ADVICE_LIMIT[verdict]] is None):
         return ""
     return str(words) % facts

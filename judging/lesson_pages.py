@@ -41,7 +41,10 @@ def _progress(practices: list, bests: dict, shown: set) -> list:
     for practice in practices:
         problems = [p for p in practice["problems"] if p["id"] in shown]
         solved = sum(1 for p in problems if bests.get((practice["id"], p["id"]), 0) >= statistics.SOLVED)
-        rows.append({**practice, "problems": problems, "solved": solved, "total": len(problems)})
+        # Held: problems the practice has that are not open to this student now (an exam
+        # they or others are taking holds them): a practice of those is not an empty one.
+        rows.append({**practice, "problems": problems, "solved": solved, "total": len(problems),
+                     "held": len(practice["problems"]) - len(problems)})
     return rows
 
 
@@ -78,4 +81,5 @@ def practice_detail(request, practice_id: int):
     in_my_exam = visibility.kept_by_my_exams(practice.problems.all(), request.user, now=now)
     return render(request, "judging/practice_detail.html", {
         "practice": practice, "rows": rows, "in_my_exam": in_my_exam,
+        "empty": not rows and not practice.problems.exists(),
         "solved": sum(1 for row in rows if (row["best"] or 0) >= statistics.SOLVED)})

@@ -91,10 +91,13 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
     chosen = language if language in manifest.languages else manifest.languages[0]
     context = {
         "problem": problem, "manifest": manifest, "statement": render_statement(problem.statement, title=problem.title),
+        "output_limit": display.size_words(manifest.output_limit_kb),
         "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
         "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
+        # The submission a prefilled form came from: the way into the exam keeps its code.
+        "from_id": whole_number(request.GET.get("from")) if code and request.method == "GET" else None,
         # An exam not open to the student: said before they write anything, not after.
         "exam_closed": closed_to(_exam_id(request), request.user, now=timezone.now()) if _exam_id(request) else None,
         "practice": None if _exam_id(request) else _practice(request, problem),
@@ -199,19 +202,26 @@ def _submission_to_edit(request, problem) -> tuple[str, str]:
     return found or ("", "")
 
 
-def _edit_link(submission, user) -> str | None:
-    """Where the submitter edits this code and submits it again: into the same exam or
-    practice while it takes submissions from them, else as practice on their own."""
+def _edit_link(submission, user) -> tuple[str | None, object]:
+    """Where the submitter edits this code and submits it again, and, where they cannot now,
+    when they can: into the exam that holds the problem for them (this submission's or
+    another they are taking) while it takes their submissions, and not before it ends once
+    they have handed it in (its page has no form until then); else into the same practice
+    while it is there, or practice on their own."""
+    from judging.models import LessonPractice
+
     if submission.user_id != user.pk or submission.problem.deleted_at is not None:
-        return None
+        return None, None
+    now = timezone.now()
     query = f"?from={submission.pk}"
-    # `closed_to` says nothing (None) of an exam that is gone: it takes nothing either.
-    if submission.exam_id and submission.exam.deleted_at is None \
-            and not closed_to(submission.exam_id, user, now=timezone.now()):
-        query += f"&exam={submission.exam_id}"
-    elif submission.lesson_practice_id:
+    if (keeping := visibility.exam_keeping(submission.problem, user, now=now)) is not None:
+        if closed_to(keeping.pk, user, now=now):
+            return None, keeping.ends_at
+        query += f"&exam={keeping.pk}"
+    elif submission.lesson_practice_id and LessonPractice.objects.filter(
+            pk=submission.lesson_practice_id, deleted_at__isnull=True, lesson__deleted_at__isnull=True).exists():
         query += f"&practice={submission.lesson_practice_id}"
-    return reverse("problem", args=[submission.problem_id]) + query
+    return reverse("problem", args=[submission.problem_id]) + query, None
 
 
 def _own_submission(request, submission_type: str, submission_id: int):
@@ -251,7 +261,8 @@ def _live(submission, *, now, viewer) -> dict:
         "memory_kb": submission.memory_kb if final and submission.verdict else None,
         "compile_output": submission.compile_output if final else "",
         "verdict_words": display.VERDICT_WORDS,
-        "advice": _advice(submission, job) if score is not None else "",
+        "advice": display.SYSTEM_ERROR_ADVICE if status == "SYSTEM_ERROR" else
+        _advice(submission, job) if score is not None else "",
     }
 
 
@@ -277,8 +288,9 @@ def submission_detail(request, submission_type: str, submission_id: int):
         return response
     submission = _own_submission(request, submission_type, submission_id)
     live = _live(submission, now=timezone.now(), viewer=request.user)
+    edit_link, edit_opens_at = _edit_link(submission, request.user)
     context = {"submission": submission, "live": live, **_record(submission, request.user, hidden=live["hidden"]),
-               "edit_link": _edit_link(submission, request.user)}
+               "edit_link": edit_link, "edit_opens_at": edit_opens_at}
     return render(request, "judging/submission_detail.html", context)
 
 

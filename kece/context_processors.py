@@ -1,7 +1,8 @@
 """Context every page's layout reads."""
 
-from django.conf import settings
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from kece.timezones import zone_name
 
 
 def language_switch(request) -> dict:
@@ -17,5 +18,5 @@ def language_switch(request) -> dict:
 
 
 def time_zone(request) -> dict:
-    """The name the pages give their times' zone (`KECE_TIME_ZONE`): "09:00 Asia/Shanghai"."""
-    return {"time_zone": settings.KECE_TIME_ZONE}
+    """The name the pages give their times' zone (`kece.timezones.zone_name`): "09:00 Beijing time"."""
+    return {"time_zone": zone_name()}

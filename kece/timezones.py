@@ -7,7 +7,7 @@ import zoneinfo
 from django import forms
 from django.conf import settings
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext as _, gettext_lazy
 
 
 def display_zone() -> zoneinfo.ZoneInfo:
@@ -23,9 +23,19 @@ def within_years(moment):
     return moment
 
 
+# What people call a zone, where they have a usual name for it ("Beijing time", 北京时间, not
+# "Asia/Shanghai"); any other zone is named as configured.
+ZONE_NAMES = {"Asia/Shanghai": gettext_lazy("Beijing time"), "PRC": gettext_lazy("Beijing time")}
+
+
+def zone_name() -> str:
+    """The display zone as the pages name it, in the reader's language."""
+    return str(ZONE_NAMES.get(settings.KECE_TIME_ZONE, settings.KECE_TIME_ZONE))
+
+
 def zoned_label(words: str) -> str:
     """`words` ("Starts (%(zone)s)", translated) naming the display zone."""
-    return words % {"zone": settings.KECE_TIME_ZONE}
+    return words % {"zone": zone_name()}
 
 
 # Paths that keep UTC: the API (its clients read UTC with `Z`) and Django's admin, whose

@@ -34,7 +34,7 @@ def test_an_exam_set_for_nine_in_shanghai_starts_at_one_utc_and_the_pages_say_ni
     nine = datetime.combine(day, time(9, 0))  # as the teacher types it, in no zone
     teacher = _signed_in(exam_manager())
     page = teacher.get("/admin/exams/new").content.decode()
-    assert ">Starts (Asia/Shanghai)</label>" in page and ">Ends (Asia/Shanghai)</label>" in page
+    assert ">Starts (Beijing time)</label>" in page and ">Ends (Beijing time)</label>" in page
 
     response = teacher.post("/admin/exams/new", exam_form(starts=nine, ends=nine + timedelta(hours=2)))
     assert response.status_code == 302
@@ -47,9 +47,11 @@ def test_an_exam_set_for_nine_in_shanghai_starts_at_one_utc_and_the_pages_say_ni
     ExamParticipant.objects.create(exam=exam, user=student)
     as_student = _signed_in(student)
     listed = as_student.get("/exams").content.decode()
-    assert ">Starts (Asia/Shanghai)</th>" in listed and f"{day.isoformat()} 09:00" in listed
+    assert ">Starts (Beijing time)</th>" in listed and f"{day.isoformat()} 09:00" in listed
     shown = as_student.get(f"/exams/{exam.pk}").content.decode()
-    assert f"{day.isoformat()} 09:00</time>" in shown and "11:00</time> Asia/Shanghai" in shown
+    assert f"{day.isoformat()} 09:00</time>" in shown and "11:00</time> Beijing time" in shown
+    chinese = as_student.get(f"/exams/{exam.pk}", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "11:00</time> 北京时间" in chinese  # as people there say it, not "Asia/Shanghai"
     api = as_student.get(f"/api/v1/exams/{exam.pk}").json()
     assert api["startsAt"] == f"{day.isoformat()}T01:00:00Z" and api["endsAt"] == f"{day.isoformat()}T03:00:00Z"
 
@@ -59,7 +61,7 @@ def test_the_failed_work_filter_names_the_zone_its_moments_are_typed_in(shanghai
 
     admin = _signed_in(judgers_admin())
     page = admin.get("/admin/judgers/failed?since=2026-12-01T09:00").content.decode()
-    assert ">From (Asia/Shanghai)</label>" in page and 'value="2026-12-01T09:00"' in page
+    assert ">From (Beijing time)</label>" in page and 'value="2026-12-01T09:00"' in page
 
 
 def test_without_a_zone_set_the_pages_say_utc(settings):
@@ -84,7 +86,7 @@ def test_a_nodes_rejudge_moment_is_typed_kept_in_utc_and_shown_in_the_schools_zo
         assert settle(identity, judged(job)) == "settled"
     typed = timezone.localtime(start - timedelta(minutes=1), SHANGHAI).replace(second=0, microsecond=0)
     admin = _signed_in(judgers_admin())
-    assert ">Since (Asia/Shanghai)</label>" in admin.get(f"/admin/judgers/{node.pk}").content.decode()
+    assert ">Since (Beijing time)</label>" in admin.get(f"/admin/judgers/{node.pk}").content.decode()
     response = admin.post(f"/admin/judgers/{node.pk}/rejudge", {"since": typed.strftime("%Y-%m-%dT%H:%M")})
     assert response.status_code == 302
     operation = RejudgeOperation.objects.get()
@@ -92,7 +94,7 @@ def test_a_nodes_rejudge_moment_is_typed_kept_in_utc_and_shown_in_the_schools_zo
     utc = typed.astimezone(zoneinfo.ZoneInfo("UTC"))
     assert operation.selector["since"] == utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     page = admin.get("/admin/judgers/rejudges").content.decode()
-    assert f"since {typed.strftime('%Y-%m-%d %H:%M')} Asia/Shanghai" in page
+    assert f"since {typed.strftime('%Y-%m-%d %H:%M')} Beijing time" in page
 
 
 def test_the_api_reads_and_writes_utc_whatever_zone_the_pages_speak(shanghai):

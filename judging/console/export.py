@@ -4,6 +4,7 @@ the total, as the results page shows them; times in the pages' zone. Participant
 batch at a time."""
 
 import csv
+import re
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -67,6 +68,13 @@ def results_rows(exam, *, now):
                 if acm:
                     line.append(score.attempts if score else None)
             yield line + row["questions"] + [row["total"]]
+
+
+def results_file_name(exam) -> str:
+    """The download's name, such as "Midterm Results.csv": a teacher's downloads of several
+    exams tell which is which. No character a file system refuses (a title may hold one)."""
+    title = re.sub(r'[\x00-\x1f\x7f/\\:*?"<>|]+', " ", exam.title).strip() or str(exam.pk)
+    return f"{title} {_('Results')}.csv"
 
 
 def results_csv(exam, *, now):

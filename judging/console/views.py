@@ -13,13 +13,14 @@ from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.utils import timezone
 from django.utils.translation import gettext as _, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from judging.capacity import exam_advice
 from judging.console import display
-from judging.console.export import participant_words, results_csv
+from judging.console.export import participant_words, results_csv, results_file_name
 from judging.console.forms import (
     CapacityForm, ExamForm, ParticipantsForm, ProblemFormSet, QuestionFormSet, problem_choices, problem_initial, question_initial,
 )
@@ -279,7 +280,7 @@ def exam_results_download(request, exam_id: int):
     exam = live_or_404(Exam, exam_id)
     # Made whole here, in the request's time zone and thread (a class's file is small).
     response = HttpResponse("".join(results_csv(exam, now=timezone.now())), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="exam-{exam.pk}-results.csv"'
+    response["Content-Disposition"] = content_disposition_header(True, results_file_name(exam))
     response["Cache-Control"] = "no-store"
     return response
 

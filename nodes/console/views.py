@@ -31,7 +31,7 @@ from kece.api import validated
 from kece.converters import whole_number
 from kece.errors import Busy, DomainError, Invalid, NotFound, NotVerified, RevisionConflict
 from kece.permissions import can_manage_judgers, pages_for
-from kece.timezones import within_years
+from kece.timezones import within_years, zone_name
 from nodes.checks import node_check_start
 from nodes.console import display, live
 from nodes.models import DesiredState, JudgeHostGroup, NodeAudit, NodeCheck, ObservedState
@@ -81,7 +81,7 @@ def _refusal(exc: DomainError, *, node=None) -> str:
         last = NodeAudit.objects.filter(node=node).order_by("-created_at", "-id").first()
         if last is not None:
             return _("%(node)s was changed by %(who)s at %(time)s %(zone)s — reload to see the change.") % {
-                "node": name, "who": last.actor_name or _("the system"), "zone": settings.KECE_TIME_ZONE,
+                "node": name, "who": last.actor_name or _("the system"), "zone": zone_name(),
                 "time": timezone.localtime(last.created_at).strftime("%H:%M")}
         return _("%(node)s was changed meanwhile — reload to see the change.") % {"node": name}
     if isinstance(exc, NotVerified) and node is not None and node.revoked_at is not None:
@@ -473,7 +473,7 @@ def node_rejudge(request, node_id: int):
         rejudge_request(selector=selector, actor=request.user, now=timezone.now())
     except (ValidationError, forms.ValidationError, OverflowError):
         status, error = 400, _("“%(since)s” is not a date and time to rejudge from; give one such as "
-                               "2026-12-01 09:00 (%(zone)s).") % {"since": raw, "zone": settings.KECE_TIME_ZONE}
+                               "2026-12-01 09:00 (%(zone)s).") % {"since": raw, "zone": zone_name()}
     except DomainError as exc:
         status, error = exc.status, _refusal(exc, node=node)
     else:

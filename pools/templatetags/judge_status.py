@@ -15,6 +15,8 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, override
 
+from kece.timezones import zone_name
+
 register = template.Library()
 
 
@@ -22,7 +24,7 @@ register = template.Library()
 def _rendered(name: str, status, language: str, oob: bool, zone: str) -> str:
     with override(language), timezone.override(zone):
         return render_to_string(name, {
-            "status": status, "oob": oob, "time_zone": zone,
+            "status": status, "oob": oob, "time_zone": zone_name(),
             "status_refresh_seconds": max(1, settings.KECE_STATUS_REFRESH_MS // 1000),
         })
 

@@ -303,6 +303,7 @@ def test_the_results_table_shows_each_participants_scores_and_total(admin, probl
 
 def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin, problem, student, monkeypatch):
     import csv
+    from urllib.parse import unquote
 
     from judging.console import export, views
 
@@ -325,7 +326,7 @@ def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin,
     assert f'href="/admin/exams/{exam.pk}/results.csv"' in page
     response = admin.get(f"/admin/exams/{exam.pk}/results.csv")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert response["Content-Disposition"] == f'attachment; filename="exam-{exam.pk}-results.csv"'
+    assert response["Content-Disposition"] == f'attachment; filename="{exam.title} Results.csv"'
     text = response.content.decode("utf-8")
     assert text.startswith("\ufeff")  # a spreadsheet reads it as UTF-8
     header, *rows = list(csv.reader(text[1:].splitlines()))
@@ -339,6 +340,11 @@ def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin,
     as_teacher = Client()
     as_teacher.force_login(make_teacher())
     assert as_teacher.get(f"/admin/exams/{exam.pk}/results.csv").status_code == 403
+    exam.title = "Mid/term 月考"
+    exam.save(update_fields=["title"])
+    named = admin.get(f"/admin/exams/{exam.pk}/results.csv")["Content-Disposition"]
+    assert named.startswith("attachment; filename*=utf-8''")
+    assert unquote(named.split("''", 1)[1]) == "Mid term 月考 Results.csv"  # no slash in a file's name
 
 
 def test_the_results_rank_the_whole_exam_by_total_a_page_at_a_time(admin, problem, monkeypatch):

@@ -214,7 +214,22 @@ def test_a_practice_with_no_problems_yet_says_so_instead_of_0_of_0(lesson):
     from judging.models import LessonPractice
 
     lesson, _practice, _first, _second = lesson
-    LessonPractice.objects.create(lesson=lesson, title="Week 3")
-    page = session_client(person("bea")).get(f"/lessons/{lesson.pk}").content.decode()
+    empty = LessonPractice.objects.create(lesson=lesson, title="Week 3")
+    browser = session_client(person("bea"))
+    page = browser.get(f"/lessons/{lesson.pk}").content.decode()
     [row] = re.findall(r"Week 3</a></th>\s*<td>(.*?)</td>", page, re.S)
     assert "No problems in it yet" in row and "0 of 0" not in row and "<progress" not in row
+    own = browser.get(f"/lessons/practices/{empty.pk}").content.decode()
+    assert "No problems in it yet" in own and "0 of 0" not in own
+
+
+def test_a_practice_whose_problems_an_exam_holds_is_not_called_empty(lesson):
+    from tests.factories import make_exam
+
+    lesson, _practice, first, second = lesson
+    ann = person("ann")
+    make_exam(first, second, participants=[ann])
+    for who in (ann, person("bea")):  # taking the exam, or not: either way the problems are not open yet
+        page = session_client(who).get(f"/lessons/{lesson.pk}").content.decode()
+        [row] = re.findall(r"Week 1</a></th>\s*<td>(.*?)</td>", page, re.S)
+        assert "2 problems, not open yet" in row and "No problems" not in row, who.username

@@ -11,7 +11,7 @@ from judging.models import DbSubmission, JudgeJob, Problem, Submission
 from judging.services.problems import problem_import
 from pools import snapshot
 from tests.api.helpers import make_admin
-from tests.factories import UserFactory, make_node, make_problem
+from tests.factories import UserFactory, make_node, make_practice, make_problem
 from tests.judging.helpers import claim, judged, settle, submit
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +122,7 @@ def test_a_submission_page_follows_the_judging_to_the_verdict(signed_in, student
     ("WA", "its output on test case 2 is not the expected output"),
     ("TLE", "past the time limit of {timeLimitMs} ms on test case 2"),
     ("MLE", "more than the memory limit of {memoryLimitMb} MiB on test case 2"),
-    ("OLE", "more than the output limit of {outputLimitKb} KiB on test case 2"),
+    ("OLE", "more than the output limit of {output} on test case 2"),
     ("RE", "stopped with an error on test case 2: an exception not caught"),
 ])
 def test_a_failed_verdict_says_which_case_failed_what_limit_and_what_to_look_at(signed_in, student, verdict, said):
@@ -133,9 +133,27 @@ def test_a_failed_verdict_says_which_case_failed_what_limit_and_what_to_look_at(
     settle(identity, judged(job, verdict=verdict, passing=[1]))  # cases 2 and 3 fail: 2 is the first
     live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()
     [advice] = re.findall(r'<p class="advice">(.*?)</p>', live, re.S)
-    assert said.format(**job.snapshot["limits"]) in advice.replace("&amp;", "&")
+    limits = job.snapshot["limits"]
+    kb = limits["outputLimitKb"]
+    output = f"{kb // 1024} MiB" if kb % 1024 == 0 else f"{kb} KiB"  # 64 MiB, not 65536 KiB
+    assert said.format(**limits, output=output) in advice.replace("&amp;", "&")
     chinese = signed_in.get(f"/submissions/ALGO/{submission.pk}/live", HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "测试点 2" in chinese.content.decode()
+
+
+def test_a_thousand_lines_of_code_keep_their_column_under_four_digit_numbers(signed_in, student, problem):
+    submission = submit(student, problem, code="pass\n" * 1000)
+    page = signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
+    assert '<pre class="output code-lines digits-4">' in page and page.count('<span class="line">') == 1000
+
+
+def test_a_system_error_tells_the_student_it_is_not_their_code(signed_in, student, problem):
+    _, identity = make_node(pool="python")
+    submission = submit(student, problem)
+    [job] = claim(identity)
+    JudgeJob.objects.filter(pk=job.pk).update(state="FAILED")  # its last attempt failed on the judges' side
+    live = signed_in.get(f"/submissions/ALGO/{submission.pk}/live").content.decode()
+    assert "System error" in live and "your code is not at fault" in live
 
 
 def test_an_accepted_program_and_a_failed_query_get_their_own_words(signed_in, student, problem):
@@ -390,6 +408,8 @@ def test_the_top_bar_marks_the_section_a_page_belongs_to(signed_in, student, pro
 
 
 def test_a_submitter_edits_their_code_from_its_page_and_no_one_elses(signed_in, student, problem):
+    from django.utils import timezone
+
     code = "a, b = map(int, input().split())\nprint(a - b)  # wrong on purpose\n"
     submission = submit(student, problem, language="cpp", code=code)
     page = signed_in.get(f"/submissions/ALGO/{submission.pk}").content.decode()
@@ -398,6 +418,14 @@ def test_a_submitter_edits_their_code_from_its_page_and_no_one_elses(signed_in, 
     form = signed_in.get(link).content.decode()
     assert re.search(r"<textarea[^>]*>" + re.escape(code.replace(">", "&gt;")) + "</textarea>", form)
     assert re.search(r'<option value="cpp"[^>]*selected', form)
+
+    # A practice deleted since: the code goes to practice on one's own.
+    practice = make_practice(problem)
+    in_practice = submit(student, problem, code="print(3)", lesson_practice_id=practice.pk)
+    practice.deleted_at = timezone.now()
+    practice.save(update_fields=["deleted_at"])
+    page = signed_in.get(f"/submissions/ALGO/{in_practice.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?from={in_practice.pk}"' in page
 
     other = UserFactory(username="other")
     theirs = submit(other, problem, code="print('their secret')")
@@ -426,6 +454,11 @@ def test_the_edit_link_submits_into_the_same_exam_while_it_is_open_and_the_same_
     in_exam = submit(student, problem, exam_id=exam.pk)
     page = signed_in.get(f"/submissions/ALGO/{in_exam.pk}").content.decode()
     assert f'href="/problems/{problem.pk}?from={in_exam.pk}&amp;exam={exam.pk}"' in page
+    # While the exam holds the problem, the practice submission's code goes into the exam too
+    # (the problem's page would refuse it as practice, and its way into the exam kept none).
+    page = signed_in.get(f"/submissions/ALGO/{in_practice.pk}").content.decode()
+    assert f'href="/problems/{problem.pk}?from={in_practice.pk}&amp;exam={exam.pk}"' in page
     exam_hand_in(exam_id=exam.pk, user=student, now=timezone.now())
     page = signed_in.get(f"/submissions/ALGO/{in_exam.pk}").content.decode()
-    assert f'href="/problems/{problem.pk}?from={in_exam.pk}"' in page  # handed in: no more into the exam
+    # Handed in, the problem has no form for them until the exam ends: no link, but when.
+    assert "Edit this code" not in page and "once your exam ends, at" in page
