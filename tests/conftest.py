@@ -43,11 +43,14 @@ def _artifact_root(tmp_path_factory):
 def _fresh_cache(monkeypatch):
     from django.core.cache import cache
 
-    from pools import snapshot
+    from pools import snapshot, status
 
     cache.clear()
-    # The status snapshot this process last read goes with the cache it came from.
+    # The status snapshot this process last read goes with the cache it came from, and so
+    # does the newest snapshot time it has seen (the "last good status" while the cache is
+    # away): a test that refreshed a snapshot dated ahead must not lend it to the next.
     monkeypatch.setattr(snapshot, "_last_read", (float("-inf"), None))
+    monkeypatch.setattr(status, "_last_seen", {})
     yield
 
 

@@ -298,7 +298,8 @@ def test_an_unreadable_cache_shows_status_unavailable_with_the_last_good_time(
     assert all(p["status"] == "UNAVAILABLE" for p in body["pools"])
     page = client.get("/").content.decode()
     hhmm = timezone.datetime.fromisoformat(good["asOf"].replace("Z", "+00:00")).strftime("%H:%M")
-    assert f"Status unavailable. Last good status: {hhmm} UTC." in page
+    notice = re.search(r'<p id="judge-status-notice"[^>]*>(.*?)</p>', page, re.S)
+    assert f"Status unavailable. Last good status: {hhmm} UTC." in page, notice and notice.group(1)
     assert "1 / 5 runtimes available" not in page and "Normal" not in page  # never the last green
 
 
