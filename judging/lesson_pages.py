@@ -42,7 +42,8 @@ def _progress(practices: list, bests: dict, shown: set) -> list:
         problems = [p for p in practice["problems"] if p["id"] in shown]
         solved = sum(1 for p in problems if bests.get((practice["id"], p["id"]), 0) >= statistics.SOLVED)
         # Held: problems the practice has that are not open to this student now (an exam
-        # they or others are taking holds them): a practice of those is not an empty one.
+        # holds them): a practice of those is not an empty one, and how many an exam holds
+        # (a future one's among them) is not said.
         rows.append({**practice, "problems": problems, "solved": solved, "total": len(problems),
                      "held": len(practice["problems"]) - len(problems)})
     return rows
