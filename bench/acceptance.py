@@ -44,6 +44,7 @@ burst on another commit's server (`git worktree add`), alternating a round at a 
 import argparse
 import asyncio
 import contextlib
+import heapq
 import math
 import multiprocessing
 import os
@@ -129,12 +130,57 @@ def plan_of(problems: dict, count: int, seed: int, extra=None) -> list[dict]:
 DOWNLOAD_THREADS = 4  # the agent's JUDGE_DOWNLOAD_THREADS default
 
 
+class Waker(threading.Thread):
+    """Wakes the simulated slots at their cases' ends, to within a tenth of a millisecond. An
+    event loop's own timers wake a sleeper late: asyncio's by up to a millisecond or two (its
+    timeouts go to epoll in whole milliseconds, rounded up), uvloop's early as often as late.
+    Either would count as the node's time between jobs, which no agent's thread nor any
+    peer's (`time.sleep`) spends; a thread waiting on a condition wakes when it should."""
+
+    def __init__(self, loop):
+        super().__init__(daemon=True)
+        self.loop = loop
+        self.due = []  # (monotonic time, sequence, future), a heap
+        self.changed = threading.Condition()
+        self.sequence = 0
+        self.stopped = False
+
+    async def until(self, when: float) -> None:
+        """Sleep until `when` (`time.monotonic()`, the event loop's clock)."""
+        future = self.loop.create_future()
+        with self.changed:
+            self.sequence += 1
+            heapq.heappush(self.due, (when, self.sequence, future))
+            self.changed.notify()
+        await future
+
+    def run(self):
+        with self.changed:
+            while not self.stopped:
+                now = time.monotonic()
+                while self.due and self.due[0][0] <= now:
+                    self.loop.call_soon_threadsafe(_wake, heapq.heappop(self.due)[2])
+                self.changed.wait(self.due[0][0] - now if self.due else None)
+
+    def stop(self):
+        with self.changed:
+            self.stopped = True
+            self.changed.notify()
+        self.join()
+
+
+def _wake(future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class ColdNode(dispatch.SimNode):
     """A simulated node whose cache starts empty: a job's test data it does not hold is
     downloaded (`GET jobs/{id}/artifacts/{digest}` under the lease) before it judges, for
     the judge time of the job's problem class."""
 
     weights: dict = {}  # manifest id -> Weight, set by the run
+    waker: Waker  # the run's, on its event loop
     # The run's first job id: a job's judge time follows from its place in the run, so every
     # queued run of a plan (a repeat, the other checkout's) judges the same times in the same
     # order; over HTTP, in the order the jobs were made.
@@ -188,7 +234,7 @@ class ColdNode(dispatch.SimNode):
         for entries in cases or [[]]:
             start = await ready(entries)
             waited, due = waited + start - due, start + seconds / max(1, len(cases))
-            await asyncio.sleep(due - loop.time())
+            await self.waker.until(due)
         self.records[job["jobId"]] = (job["pool"], seconds, waited)
 
     async def fetch(self, digest: str, url: str, headers: dict) -> None:
@@ -253,6 +299,7 @@ class Monitor(threading.Thread):
         self.peak_rss = Counter()
         self.seen = {}  # pid -> last cpu seconds
         self.started = False
+        self.sampled = threading.Event()  # the first sample is taken: what it counts from
 
     def sample(self):
         children = _children()
@@ -272,6 +319,7 @@ class Monitor(threading.Thread):
     def run(self):
         self.sample()
         self.started = True
+        self.sampled.set()
         last = time.monotonic()
         while not self.stop.wait(0.25):
             now = time.monotonic()
@@ -397,12 +445,25 @@ async def kece_run(name, urls: Urls, plan, *, nodes_per_pool: dict, tokens, user
         queued = await asyncio.to_thread(_submit_queued, plan, users)
         ColdNode.first_job_id = queued[0]
 
+    measuring = {}
+
+    async def begin(http=None):
+        """Before a queued run's start, as the pollers are before theirs: the nodes connected
+        (`http`), the result posts' time so far and the processes' first sample taken (the
+        scrape on the node API and the walk over /proc in the nodes' process would hold up
+        the first claims)."""
+        if http is not None:
+            await http.connect(len(nodes))
+        measuring["posts"] = await asyncio.to_thread(server_post_seconds, urls.nodes)
+        measuring["monitor"] = Monitor({**roots, "nodes": os.getpid()})
+        measuring["monitor"].start()
+        await asyncio.to_thread(measuring["monitor"].sampled.wait)
+
     async def scenario(timeline):
         if http:
             await asyncio.sleep(1.5)  # every node is waiting
-        posts_before = await asyncio.to_thread(server_post_seconds, urls.nodes)
-        monitor = Monitor({**roots, "nodes": os.getpid()})
-        monitor.start()
+            await begin()
+        posts_before, monitor = measuring["posts"], measuring["monitor"]
         if http:
             backlog_ids = await asyncio.to_thread(backlog) if backlog else []
             queued_at = time.perf_counter()
@@ -427,7 +488,13 @@ async def kece_run(name, urls: Urls, plan, *, nodes_per_pool: dict, tokens, user
         run.extra["server_posts"] = (posts_after[0] - posts_before[0], posts_after[1] - posts_before[1])
         return run
 
-    return await dispatch.gather_nodes(urls.nodes, nodes, SLOTS, 0.2, scenario, node_class=ColdNode)
+    ColdNode.waker = Waker(asyncio.get_running_loop())
+    ColdNode.waker.start()
+    try:
+        return await dispatch.gather_nodes(urls.nodes, nodes, SLOTS, 0.2, scenario, node_class=ColdNode,
+                                           before=None if http else begin)
+    finally:
+        ColdNode.waker.stop()
 
 
 RESULT_ROUTE_LABEL = 'route="api/v1/internal/judgers/jobs/<id:job_id>/result"'

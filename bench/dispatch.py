@@ -208,10 +208,21 @@ class NodeHttp:
         async with self.session.post(self.base_url + path, json=body, headers=headers) as response:
             return response.status, await response.json(content_type=None)
 
+    async def connect(self, count: int) -> None:
+        """Open `count` connections to the server, kept for the requests that follow (the
+        server's liveness probe answers on them)."""
+        async def one():
+            async with self.session.get(self.base_url + "/livez") as response:
+                await response.read()
+                assert response.status == 200, response.status
 
-async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario, node_class=None):
+        await asyncio.gather(*(one() for _ in range(count)))
+
+
+async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario, node_class=None, before=None):
     """Run `nodes` as simulated nodes (`node_class`, SimNode unless given) while
-    `await scenario(timeline)` runs; its answer is returned."""
+    `await scenario(timeline)` runs; its answer is returned. `await before(http)`, if given,
+    runs just before the nodes start: what a run measures from their start, set up outside it."""
     import aiohttp
 
     timeline = Timeline()
@@ -220,6 +231,8 @@ async def gather_nodes(base_url, nodes, slots, judge_seconds, scenario, node_cla
         http = NodeHttp(session, base_url)
         sims = [(node_class or SimNode)(http, n, slots, judge_seconds, timeline) for n in nodes]
         stop = asyncio.Event()
+        if before is not None:
+            await before(http)
         timeline.nodes_started = time.perf_counter()
         runners = [asyncio.create_task(s.run(stop)) for s in sims]
         try:

@@ -66,3 +66,36 @@ def test_slot_time_splits_the_slots_time_into_judging_posts_and_no_job():
     assert "64.0 slot-s: judging 60.0, result posts 3.0" in line
     assert "no job to run 1.0" in line
     assert "p50 10.0 ms" in line and "mean 10.0 ms" in line
+
+
+def test_the_simulated_slots_wake_at_their_cases_ends_never_before_and_in_order():
+    import asyncio
+    import time
+
+    from bench.acceptance import Waker
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        waker = Waker(loop)
+        waker.start()
+        woke = {}
+
+        async def sleeper(name, after):
+            due = time.monotonic() + after
+            await waker.until(due)
+            woke[name] = (due, time.monotonic())
+
+        try:
+            # The later one first, so that the earlier one must cut in ahead of the wait under way.
+            later = asyncio.create_task(sleeper("later", 1.0))
+            await asyncio.sleep(0)
+            await asyncio.gather(sleeper("earlier", 0.01), later, sleeper("now", 0.0))
+        finally:
+            waker.stop()
+        return woke
+
+    woke = asyncio.run(run())
+    assert sorted(woke, key=lambda name: woke[name][1]) == ["now", "earlier", "later"]
+    assert all(at >= due for due, at in woke.values()), woke
+    # Not held back behind the later one's wait.
+    assert woke["earlier"][1] < woke["later"][0]
