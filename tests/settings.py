@@ -5,7 +5,9 @@ start as subprocesses (tests/live.py) read the same. Nothing in kece/settings.py
 being tested.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 TEST_ENVIRONMENT = {
@@ -19,10 +21,14 @@ TEST_ENVIRONMENT = {
     "KECE_CANARY_RATE": "0",
     "KECE_CANARY_MIN_INTERVAL_S": "0",
     "KECE_CROSS_CHECK_RATE": "0",
-    # This run's metrics files, never the checkout's var/metrics.
-    "KECE_METRICS_DIR": tempfile.mkdtemp(prefix="kece-metrics-"),
 }
 for _name, _value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)
+
+if "KECE_METRICS_DIR" not in os.environ:
+    # This run's metrics files, never the checkout's var/metrics: made by the process that
+    # starts the run, shared with the servers it starts, removed when it ends.
+    os.environ["KECE_METRICS_DIR"] = tempfile.mkdtemp(prefix="kece-metrics-")
+    atexit.register(shutil.rmtree, os.environ["KECE_METRICS_DIR"], ignore_errors=True)
 
 from kece.settings import *  # noqa: E402,F401,F403
