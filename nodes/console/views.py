@@ -447,13 +447,14 @@ def rejudges(request):
     from judging.models import RejudgeOperation
     from judging.services.bulk_rejudge import rejudge_progress
 
-    operations = RejudgeOperation.objects.order_by("-id")[:PAGE_SIZE]
+    page = Paginator(RejudgeOperation.objects.order_by("-id"), PAGE_SIZE).get_page(request.GET.get("page"))
     words = {"RUNNING": _("running"), "DONE": _("done"), "CANCELLED": _("cancelled")}
     return render(request, "nodes/console/rejudges.html",
-                  {"operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector,
+                  {"page": page,
+                   "operations": [{**rejudge_progress(op), "created_at": op.created_at, "selector": op.selector,
                                    # Kept in UTC; shown in the pages' zone like every other time.
                                    "since": parse_datetime(op.selector.get("since") or ""),
-                                   "state_words": words.get(op.state, op.state)} for op in operations]})
+                                   "state_words": words.get(op.state, op.state)} for op in page.object_list]})
 
 
 @require_POST

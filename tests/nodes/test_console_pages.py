@@ -458,6 +458,23 @@ def test_a_node_page_rejudges_what_the_node_judged_and_the_rejudges_page_shows_p
     assert '<td class="state" data-state="CANCELLED">已取消</td>' in chinese
 
 
+def test_the_rejudges_page_pages_through_every_operation_newest_first(admin):
+    from django.utils import timezone
+
+    from judging.models import RejudgeOperation, RejudgeState
+
+    operations = RejudgeOperation.objects.bulk_create(
+        [RejudgeOperation(selector={"problemId": 1000 + i}, state=RejudgeState.DONE, total=0, created_at=timezone.now())
+         for i in range(55)])
+    newest, oldest = max(op.pk for op in operations), min(op.pk for op in operations)
+    first = admin.get("/admin/judgers/rejudges").content.decode()
+    assert f'data-rejudge="{newest}"' in first and f'data-rejudge="{oldest}"' not in first
+    assert 'href="?page=2"' in first and "Page 1 of 2" in first
+    second = admin.get("/admin/judgers/rejudges?page=2").content.decode()
+    assert f'data-rejudge="{oldest}"' in second and f'data-rejudge="{newest}"' not in second
+    assert second.count("data-rejudge=") == 5
+
+
 # What `str.isdigit()` takes for a number but `int()` or the database does not, and what is
 # plainly not one: each is refused in words (or, in a list filter, ignored), never a 500.
 NOT_NUMBERS = ["²", "١٢", "-1", "1.5", "9" * 20, "9" * 5000]
