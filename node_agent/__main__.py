@@ -42,6 +42,10 @@ def prepare_workspace(config: Config) -> None:
 
 def build_sandbox(config: Config) -> Sandbox:
     binds = config.spec.binds
+    if config.bwrap_not_found is not None:
+        raise RuntimeError(f"JUDGE_BWRAP names {config.bwrap_not_found!r}, which is not an executable here; name "
+                           "the bubblewrap binary, or leave JUDGE_BWRAP out to find bwrap on PATH (for development "
+                           "only, JUDGE_BWRAP=off with JUDGE_ALLOW_WEAK_SANDBOX=1 runs without it)")
     if config.bwrap is None:
         if not config.allow_weak_sandbox:
             raise RuntimeError("bubblewrap (bwrap) was not found on PATH; install it (Debian: apt-get install "

@@ -46,6 +46,9 @@ class Config:
     spec: RuntimeSpec
     allow_weak_sandbox: bool
     bwrap: str | None
+    # JUDGE_BWRAP as given when it names nothing that runs here (a typo): never the weak
+    # sandbox's way in, which only JUDGE_BWRAP=off or no bubblewrap installed is.
+    bwrap_not_found: str | None
     sandbox_uid: int | None
     sandbox_gid: int | None
     stop_grace_ms: int
@@ -252,9 +255,11 @@ def load(env: dict[str, str]) -> Config:
         raise ConfigError(f"runtime spec {spec_id!r} belongs to pool {spec.pool!r}, not {pool!r}")
 
     allow_weak = _flag(env, "JUDGE_ALLOW_WEAK_SANDBOX")
-    bwrap_raw = env.get("JUDGE_BWRAP", "bwrap").strip() or "bwrap"
+    named = env.get("JUDGE_BWRAP", "").strip()
+    bwrap_raw = named or "bwrap"
     # "off" chooses the weak sandbox on purpose; a bwrap that is there but fails never does.
     bwrap = None if bwrap_raw.lower() == "off" else shutil.which(bwrap_raw)
+    bwrap_not_found = named if named and named.lower() != "off" and bwrap is None else None
 
     is_root = os.geteuid() == 0
     sandbox_uid = _int(env, "JUDGE_SANDBOX_UID", 65534, 1, 2**31 - 1) if is_root else None
@@ -280,6 +285,7 @@ def load(env: dict[str, str]) -> Config:
         spec=spec,
         allow_weak_sandbox=allow_weak,
         bwrap=bwrap,
+        bwrap_not_found=bwrap_not_found,
         sandbox_uid=sandbox_uid,
         sandbox_gid=sandbox_gid,
         stop_grace_ms=_int(env, "JUDGE_STOP_GRACE_MS", 30000, 0, 3_600_000),

@@ -88,11 +88,23 @@ def test_an_agent_not_running_as_root_warns_that_user_code_can_write_what_it_own
     assert "not running as root" not in run_agent(base_env).stderr  # as root: runs as JUDGE_SANDBOX_UID
 
 
-def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base_env):
-    base_env["JUDGE_BWRAP"] = "/nonexistent/bwrap"
+def test_without_bubblewrap_it_refuses_to_start_unless_weak_mode_is_allowed(base_env, tmp_path):
+    no_bwrap = tmp_path / "bin"
+    no_bwrap.mkdir()
+    base_env["PATH"] = str(no_bwrap)  # no bwrap installed, none named
     result = run_agent(base_env)
     assert result.returncode == 3
     assert "bubblewrap (bwrap) was not found" in result.stderr and "JUDGE_ALLOW_WEAK_SANDBOX" in result.stderr
+
+
+@pytest.mark.parametrize("weak", ["0", "1"])
+def test_a_named_bubblewrap_that_is_not_there_stops_the_agent_even_in_weak_mode(base_env, weak):
+    # A typo in the path must not leave user code in the rlimit-only sandbox.
+    base_env.update({"JUDGE_BWRAP": "/usr/bin/bwarp", "JUDGE_ALLOW_WEAK_SANDBOX": weak})
+    result = run_agent(base_env)
+    assert result.returncode == 3
+    assert "JUDGE_BWRAP names '/usr/bin/bwarp', which is not an executable here" in result.stderr
+    assert "WEAK SANDBOX" not in result.stderr
 
 
 def test_weak_mode_says_so_loudly_still_judges_and_tells_the_server(plane, launch):
