@@ -327,8 +327,9 @@ def deletion_impact(**link) -> dict:
 def exam_standings(exam, participants, *, now) -> list[dict]:
     """One row per participant: state, hand-in, the score of each exam problem and question
     (None where there is none yet: not judged, not answered or not handed in) and the total,
-    from the same rows as a participant's own result (`exam_score`, the scored answers)."""
-    from judging.models import ExamAnswer, ExamScore
+    from the same rows as a participant's own result (`exam_score`, the scored answers); and
+    whether they submitted or answered anything (`worked`)."""
+    from judging.models import SUBMISSION_MODELS, ExamAnswer, ExamScore
     from judging.services.exams import participant_state
 
     problems, questions = list(exam.problems.all()), list(exam.questions.all())
@@ -336,6 +337,11 @@ def exam_standings(exam, participants, *, now) -> list[dict]:
     scores = {(s.user_id, s.problem_id): s for s in ExamScore.objects.filter(exam=exam, user_id__in=users)}
     answers = {(a.participant_id, a.question_id): a.score
                for a in ExamAnswer.objects.filter(participant__in=[p.pk for p in participants])}
+    # Who submitted anything in the exam, judged or not (one statement per kind of submission).
+    submitted = {user for model in SUBMISSION_MODELS.values()
+                 for user in model.objects.filter(exam=exam, user_id__in=users).values_list("user_id", flat=True)
+                 .distinct()} if users else set()
+    answered = {participant for participant, _ in answers}
     rows = []
     for participant in participants:
         by_problem = [scores.get((participant.user_id, p.problem_id)) for p in problems]
@@ -344,6 +350,7 @@ def exam_standings(exam, participants, *, now) -> list[dict]:
         known = handed_in or any(by_problem)
         rows.append({
             "participant": participant, "state": participant_state(exam, participant, now=now),
+            "worked": participant.user_id in submitted or participant.pk in answered,
             "problems": by_problem, "questions": by_question if handed_in else [None] * len(questions),
             "objective": participant.objective_score if handed_in else None,
             "total": sum(s.points for s in by_problem if s) + (participant.objective_score if handed_in else 0)

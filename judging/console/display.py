@@ -22,6 +22,9 @@ PARTICIPANT_WORDS = {
 }
 # Handed in by the end-of-exam step: the participant ran out of time (not a finish).
 HANDED_IN_AT_THE_END = (_("Handed in at the end, by the system"), "unknown")
+# Ended without handing in, having submitted and answered nothing: a 0 that is no attempt
+# (a teacher tells an absence from a poor result; whether they opened the exam is not kept).
+ENDED_WITHOUT_WORK = (_("Ended with nothing submitted or answered"), "down")
 
 
 def phase(exam, *, now) -> str:

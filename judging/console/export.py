@@ -28,9 +28,12 @@ class _Line:
         return text
 
 
-def participant_words(exam, participant, state: str) -> tuple:
+def participant_words(exam, participant, state: str, *, worked: bool = True) -> tuple:
     """The words and icon of a participant's state, as the results table shows it."""
-    if state == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant):
+    at_the_end = state == exams.CLOSED or (state == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant))
+    if at_the_end and not worked:
+        return display.ENDED_WITHOUT_WORK
+    if state == exams.HANDED_IN and at_the_end:
         return display.HANDED_IN_AT_THE_END
     return display.PARTICIPANT_WORDS[state]
 
@@ -61,7 +64,8 @@ def results_rows(exam, *, now):
         batch = list(participants[start:start + BATCH])
         for participant, row in zip(batch, exam_standings(exam, batch, now=now)):
             handed_in = participant.handed_in_at
-            line = [participant.user.username, participant_words(exam, participant, row["state"])[0],
+            line = [participant.user.username,
+                    participant_words(exam, participant, row["state"], worked=row["worked"])[0],
                     timezone.localtime(handed_in).strftime("%Y-%m-%d %H:%M:%S") if handed_in else None]
             for score in row["problems"]:
                 line.append(score.points if score else None)

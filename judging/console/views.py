@@ -195,7 +195,7 @@ def _standings(request, exam, *, now):
     page = paged(request, participants)
     rows = exam_standings(exam, list(page), now=now)
     for participant, row in zip(page, rows):
-        row["words"], row["icon"] = participant_words(exam, participant, row["state"])
+        row["words"], row["icon"] = participant_words(exam, participant, row["state"], worked=row["worked"])
     return page, rows
 
 

@@ -301,6 +301,47 @@ def test_the_results_table_shows_each_participants_scores_and_total(admin, probl
     assert ">65<" in overview and "Closed, not handed in" not in overview
 
 
+def test_the_results_tell_who_ended_the_exam_having_submitted_and_answered_nothing(admin, problem, student):
+    """A 0 from no attempt reads apart from a poor result: a participant the exam ended for with
+    nothing submitted and nothing answered says so, on the page and in the file."""
+    import csv
+
+    from judging.services.exams import exam_answer_save, exams_hand_in_overdue
+
+    exam = make_exam(problem, mode="OI", participants=[student, person("answerer"), person("absent")],
+                     questions=[{"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
+    submit(student, problem, exam_id=exam.pk)  # saved, judged only at the hand-in
+    exam_answer_save(exam_id=exam.pk, question_id=exam.questions.get().pk, user=ExamParticipant.objects.get(
+        exam=exam, user__username="answerer").user, choices=[0], now=timezone.now())
+
+    def states():
+        page = admin.get(f"/admin/exams/{exam.pk}/results").content.decode()
+        rows = {}
+        for name in ("student", "answerer", "absent"):
+            row = page[page.index(f'data-participant="{name}"'):]
+            rows[name] = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row[:row.index("</td>", row.index('class="state"'))]))
+        return rows
+
+    assert all("Ended with nothing" not in state for state in states().values()), "not while it is open"
+    now = timezone.now()
+    Exam.objects.filter(pk=exam.pk).update(starts_at=now - timedelta(hours=2), ends_at=now - timedelta(hours=1))
+    closed = states()
+    assert "Ended with nothing submitted or answered" in closed["absent"]
+    assert "Closed, not handed in" in closed["student"] and "Closed, not handed in" in closed["answerer"]
+
+    assert exams_hand_in_overdue(now=now) == 3
+    ended = states()
+    assert "Ended with nothing submitted or answered" in ended["absent"]
+    assert "Handed in at the end, by the system" in ended["student"]
+    assert "Handed in at the end, by the system" in ended["answerer"]
+    rows = {row[0]: row for row in csv.reader(
+        admin.get(f"/admin/exams/{exam.pk}/results.csv").content.decode("utf-8")[1:].splitlines())}
+    assert rows["absent"][1] == "Ended with nothing submitted or answered"
+    assert rows["answerer"][1] == "Handed in at the end, by the system"
+    chinese = admin.get(f"/admin/exams/{exam.pk}/results", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "考试结束，未提交也未作答" in chinese
+
+
 def test_every_participants_results_download_as_a_csv_a_spreadsheet_reads(admin, problem, student, monkeypatch):
     import csv
     from urllib.parse import unquote

@@ -225,7 +225,8 @@ def test_a_student_handed_in_at_the_end_is_told_the_exam_ended_not_that_they_han
     refused = signed_in.post(f"/problems/{problem.pk}", {"language": "python", "code": "print(1)", "exam": exam.pk})
     assert "The exam has ended" in refused.content.decode() and "You have handed in" not in refused.content.decode()
     teacher = session_client(make_admin()).get(f"/admin/exams/{exam.pk}").content.decode()
-    assert "Handed in at the end, by the system" in teacher
+    # They had saved nothing (`test_exam_console`: one who had is "handed in at the end").
+    assert "Ended with nothing submitted or answered" in teacher
 
 
 def test_after_an_early_hand_in_the_problem_page_says_when_it_can_be_practised(signed_in, student, problem):
