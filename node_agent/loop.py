@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import random
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -316,6 +317,8 @@ class Agent:
         """Join (when the file holds a join code) or open a session; retry while the server is away."""
         backoff = Backoff()
         joining_unanswered = False  # a join sent whose answer never came: the server may have used the code
+        # Kept while this start retries: a join whose answer was lost is made again with it.
+        join_key = secrets.token_urlsafe(24)
         while not self.stop_requested.is_set():
             try:
                 cred = credentials.read(self.config.credential_file)
@@ -323,8 +326,8 @@ class Agent:
                 raise Fatal(EXIT_CONFIG, f"JUDGE_CREDENTIAL_FILE: {exc}") from None
             try:
                 if isinstance(cred, JoinCode):
-                    data = self.client.join(join_code=cred.code, runtime_spec=self.config.runtime_spec,
-                                            local_slots=self.config.local_slots)
+                    data = self.client.join(join_code=cred.code, join_key=join_key,
+                                            runtime_spec=self.config.runtime_spec, local_slots=self.config.local_slots)
                     cred = NodeCredential(node_id=int(data["nodeId"]), credential=str(data["credential"]),
                                           probe_key=str(data["probeKey"]))
                     try:
@@ -351,8 +354,9 @@ class Agent:
             except ApiError as exc:
                 if exc.code == "invalid_join_code" and joining_unanswered:
                     raise Fatal(EXIT_AUTH, "the join code was refused as used: the first join with it reached the"
-                                " server, but its answer (the node's credential) was lost on the way back. Ask for"
-                                " a new join code and write it alone into JUDGE_CREDENTIAL_FILE") from None
+                                " server, but its answer (the node's credential) was lost on the way back, and the"
+                                " server did not take the join again. Ask for a new join code and write it alone"
+                                " into JUDGE_CREDENTIAL_FILE") from None
                 if exc.code == "invalid_join_code":
                     raise Fatal(EXIT_AUTH, "the join code was refused (unknown, expired or already used): "
                                 "ask for a new join code and write it alone into JUDGE_CREDENTIAL_FILE") from None

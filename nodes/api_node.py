@@ -69,7 +69,8 @@ class JoinView(ContractView):
                    summary="Exchange a one-time join code for a credential and a first session")
     def post(self, request):
         data = validated(s.JoinIn, request.data)
-        joined = node_join(join_code=data["joinCode"], report=_report(data), now=timezone.now())
+        joined = node_join(join_code=data["joinCode"], report=_report(data), now=timezone.now(),
+                           join_key=data.get("joinKey", ""))
         node = joined.node
         return Response({"nodeId": node.pk, "pool": node.pool, "credential": joined.credential,
                          "probeKey": joined.probe_key, "sessionEpoch": node.session_epoch, **timings()}, status=201)

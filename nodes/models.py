@@ -138,6 +138,9 @@ class JoinCode(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
+    # sha-256 of the `joinKey` the join that used the code came with ("" if none): the same
+    # key may join again while the node has not been heard from since (its answer was lost).
+    join_key_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 

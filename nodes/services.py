@@ -68,10 +68,16 @@ class IssuedJoinCode:
     expires_at: object
 
 
+def _supersede_join_codes(node, *, now) -> None:
+    """The node's earlier codes stop working: an unused one joins no more, a used one no
+    longer joins again with its key (`node_join`)."""
+    JoinCode.objects.filter(node=node, superseded_at__isnull=True).update(superseded_at=now)
+
+
 def _issue_join_code(node, *, actor, now) -> IssuedJoinCode:
-    # 192 random bits; only the digest is kept. Earlier unused codes stop working.
+    # 192 random bits; only the digest is kept.
     code = secrets.token_urlsafe(24)
-    JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
+    _supersede_join_codes(node, now=now)
     expires_at = now + JOIN_CODE_TTL
     JoinCode.objects.create(node=node, code_digest=credential_digest(code), expires_at=expires_at,
                             created_by=actor if getattr(actor, "pk", None) else None)
@@ -125,24 +131,35 @@ class JoinResult:
     probe_key: str
 
 
-def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
+def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "") -> JoinResult:
     """Exchange a one-time join code for a credential, a probe key and a first session.
 
     Unknown, expired, superseded and used codes get the same answer. The code is consumed
     by a guarded UPDATE under the node lock, so two agents racing with one code cannot
     both join.
+
+    A join that came with a `join_key` (a random string the agent keeps while it retries)
+    may be made again with the same code and key until the code would have expired, as long
+    as the node has not been heard from since (its last heartbeat is that join's own): the
+    first answer, the only copy of the credential, was lost on its way back. The credential
+    is then issued anew, and the one nobody received stops working.
     """
     require_agreeing_clock()  # a code's expiry is a deadline, the first heartbeat a time claims judge by
     digest = credential_digest(join_code or "")
+    key_digest = credential_digest(join_key) if join_key else ""
     node_id = JoinCode.objects.filter(code_digest=digest).values_list("node_id", flat=True).first()
     if node_id is None:
         raise InvalidJoinCode()
     with transaction.atomic(durable=True):
         node = lock_node(node_id)
-        consumed = JoinCode.objects.filter(
-            code_digest=digest, used_at__isnull=True, superseded_at__isnull=True, expires_at__gt=now
-        ).update(used_at=now)
-        if node is None or not consumed:
+        valid = JoinCode.objects.filter(code_digest=digest, node_id=node_id, superseded_at__isnull=True,
+                                        expires_at__gt=now)
+        consumed = valid.filter(used_at__isnull=True).update(used_at=now, join_key_digest=key_digest)
+        again = (not consumed and node is not None and key_digest != "" and node.revoked_at is None
+                 and node.last_heartbeat_at is not None
+                 and valid.filter(join_key_digest=key_digest, used_at__gte=node.last_heartbeat_at)
+                 .update(used_at=now))
+        if node is None or not (consumed or again):
             raise InvalidJoinCode()
         credential = secrets.token_urlsafe(32)
         probe_key = secrets.token_urlsafe(32)
@@ -154,8 +171,9 @@ def node_join(*, join_code: str, report: AgentReport, now) -> JoinResult:
         # failed self-check) that this stale copy must not overwrite.
         node.save(update_fields=SESSION_FIELDS + ["credential_digest", "probe_key", "revoked_at"])
         node_changed_after_commit(node.pk)
-    logger.info("node joined", extra={"node": node.pk, "nodeName": node.name, "pool": node.pool,
-                                      "session": node.session_epoch, "released": released})
+    logger.info("node joined" if consumed else "node joined again with its join key: the first answer was lost",
+                extra={"node": node.pk, "nodeName": node.name, "pool": node.pool, "session": node.session_epoch,
+                       "released": released})
     return JoinResult(node, credential, probe_key)
 
 
@@ -402,7 +420,7 @@ def node_revoke(*, node_id: int, reason: str, actor, now) -> JudgeNode:
         node.save(update_fields=["credential_digest", "session_open", "session_epoch", "revoked_at",
                                  "desired_state", "revision", "updated_at"])
         node_changed_after_commit(node.pk)
-        JoinCode.objects.filter(node=node, used_at__isnull=True, superseded_at__isnull=True).update(superseded_at=now)
+        _supersede_join_codes(node, now=now)
         audit(node=node, actor=actor, action="revoke", before=before,
                after={**_node_fields(node, AUDITED_FIELDS), "reason": (reason or "")[:500], "releasedLeases": released},
                revision=node.revision)

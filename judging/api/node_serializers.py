@@ -18,6 +18,9 @@ class AgentReportIn(serializers.Serializer):
 
 class JoinIn(AgentReportIn):
     joinCode = serializers.CharField(max_length=200)
+    # Optional: a random string the agent keeps while it retries; the same code with the same
+    # key joins again while the node has not been heard from (`nodes.services.node_join`).
+    joinKey = serializers.RegexField(r"^[A-Za-z0-9_-]{16,128}\Z", required=False)
 
 
 class SessionTimingsOut(serializers.Serializer):

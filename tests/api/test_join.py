@@ -71,3 +71,77 @@ def test_with_the_cache_unreachable_joins_are_answered_and_still_throttled(clien
     assert [a.status_code for a in answers] == [401, 401, 401, 429]
     assert answers[-1].json()["error"] == "throttled"
     assert "joins counted in this process: the cache cannot be reached" in caplog.text
+
+
+def _registered():
+    import time
+
+    from django.utils import timezone
+
+    from nodes.services import node_register
+    from tests.factories import HostGroupFactory
+
+    node, issued = node_register(name=f"n-{time.monotonic_ns()}", pool="python", base_url="https://127.0.0.1",
+                                 host_group_id=HostGroupFactory().pk, max_slots=2, actor=None, now=timezone.now())
+    return node, issued.code
+
+
+def _node_call(client, path, credential, session, body):
+    return client.post(f"/api/v1/internal/judgers/{path}", body, content_type="application/json",
+                       HTTP_AUTHORIZATION=f"Bearer {credential}", HTTP_X_JUDGE_SESSION=str(session))
+
+
+HEARTBEAT = {"agentVersion": "1", "runtimeSpec": "python-r1", "localSlots": 1, "running": 0,
+             "health": {"ok": True, "checks": {}}}
+KEY = "k" * 32
+
+
+def test_a_join_whose_answer_was_lost_is_made_again_with_its_key_and_the_lost_credential_stops_working(client):
+    node, code = _registered()
+    body = {**BODY, "joinCode": code, "joinKey": KEY}
+    lost = client.post(JOIN, body, content_type="application/json").json()  # never reached the agent
+    again = client.post(JOIN, body, content_type="application/json")
+    assert again.status_code == 201
+    answer = again.json()
+    assert answer["nodeId"] == node.pk and answer["credential"] != lost["credential"]
+    assert answer["sessionEpoch"] == lost["sessionEpoch"] + 1
+    assert _node_call(client, "heartbeat", lost["credential"], lost["sessionEpoch"], HEARTBEAT).status_code == 401
+    assert _node_call(client, "heartbeat", answer["credential"], answer["sessionEpoch"], HEARTBEAT).status_code == 200
+    # Heard from with it now: the code is spent for good, key or not.
+    refused = client.post(JOIN, body, content_type="application/json")
+    assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
+
+
+@pytest.mark.parametrize("then", ["other key", "no key", "revoked", "new code", "expired"])
+def test_a_used_code_joins_again_only_with_its_own_key_while_it_is_still_valid(client, then):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from nodes.models import JoinCode, JudgeNode
+    from nodes.services import node_issue_join_code
+
+    node, code = _registered()
+    body = {**BODY, "joinCode": code, "joinKey": KEY}
+    assert client.post(JOIN, body, content_type="application/json").status_code == 201
+    if then == "other key":
+        body["joinKey"] = "x" * 32
+    elif then == "no key":
+        del body["joinKey"]
+    elif then == "revoked":
+        JudgeNode.objects.filter(pk=node.pk).update(revoked_at=timezone.now())
+    elif then == "new code":
+        node_issue_join_code(node_id=node.pk, actor=None, now=timezone.now())
+    else:
+        JoinCode.objects.filter(node=node).update(expires_at=timezone.now() - timedelta(seconds=1))
+    refused = client.post(JOIN, body, content_type="application/json")
+    assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
+
+
+@pytest.mark.parametrize("key", ["short", "x" * 129, "with space in it 12345", 7])
+def test_a_join_key_that_is_not_16_to_128_url_safe_characters_is_invalid(client, key):
+    node, code = _registered()
+    refused = client.post(JOIN, {**BODY, "joinCode": code, "joinKey": key}, content_type="application/json")
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid")
+    assert client.post(JOIN, {**BODY, "joinCode": code}, content_type="application/json").status_code == 201, \
+        "the refused call did not use the code"

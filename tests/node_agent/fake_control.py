@@ -80,6 +80,10 @@ class FakeControlPlane:
         self.changed = threading.Condition(self.lock)
         self.nodes: dict[int, Node] = {}
         self.join_codes: dict[str, int] = {}
+        # A used code -> (node, the join's key, the node's heartbeats then): as the server, the
+        # same code and key join again until the node is heard from (`nodes.services.node_join`).
+        self.used_join_codes: dict[str, tuple[int, str, int]] = {}
+        self.join_retries = True  # False: a server that takes no join twice
         self.jobs: dict[int, Job] = {}
         self.blobs: dict[str, bytes] = {}
         self.corrupt: set[str] = set()
@@ -121,6 +125,7 @@ class FakeControlPlane:
         with self.lock:
             code = "jc_" + secrets.token_hex(12)
             self.join_codes = {c: n for c, n in self.join_codes.items() if n != node_id}
+            self.used_join_codes = {c: used for c, used in self.used_join_codes.items() if used[0] != node_id}
             self.join_codes[code] = node_id
             return code
 
@@ -440,10 +445,17 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         p = self.plane
         with p.lock:
-            node_id = p.join_codes.pop(str(body.get("joinCode")), None)
+            code, key = str(body.get("joinCode")), body.get("joinKey")
+            node_id = p.join_codes.pop(code, None)
+            if node_id is None and p.join_retries and key and code in p.used_join_codes:
+                used_by, used_key, heartbeats = p.used_join_codes[code]
+                if used_key == key and len(p.nodes[used_by].heartbeats) == heartbeats:
+                    node_id = used_by  # its first answer was lost
             if node_id is None:
                 raise ApiFault(401, "invalid_join_code")
             node = p.nodes[node_id]
+            if key:
+                p.used_join_codes[code] = (node_id, key, len(node.heartbeats))
             node.credential = "cred_" + secrets.token_hex(16)
             node.probe_key = "pk_" + secrets.token_hex(16)
             node.session_epoch += 1

@@ -72,11 +72,26 @@ def test_it_stops_with_a_clear_message_when_the_join_code_is_refused(plane, laun
     assert "Traceback" not in agent.logs()
 
 
-def test_a_join_whose_answer_was_lost_says_so_when_its_code_is_then_refused(plane, launch):
-    """The server used the code, its answer (the credential) never came back, and the retry
-    is refused: the owner is told what happened, not that the code was unknown or expired."""
+def test_a_join_whose_answer_was_lost_is_made_again_with_its_key(plane, launch):
+    """The server used the code and its answer (the credential) never came back: the agent
+    joins again with the same code and key, and works on the credential issued then."""
     need_pool("python")
     node_id, code = plane.register_node("python")
+    plane.lose_answers(r"/join$")
+    agent, _ = launch(plane, "python", node_id=node_id, join_code=code)
+    assert plane.nodes[node_id].joins == 2
+    job = plane.add_job(pool="python", source="a, b = map(int, input().split())\nprint(a + b)\n", cases=SUM_CASES)
+    assert verdict_of(plane, job)["verdict"] == "AC"
+    assert json.loads(agent.credential.read_text())["credential"] == plane.nodes[node_id].credential
+
+
+def test_a_join_whose_answer_was_lost_says_so_when_its_code_is_then_refused(plane, launch):
+    """The server used the code, its answer (the credential) never came back, and the retry
+    is refused (a server that takes no join twice): the owner is told what happened, not that
+    the code was unknown or expired."""
+    need_pool("python")
+    node_id, code = plane.register_node("python")
+    plane.join_retries = False
     plane.lose_answers(r"/join$")
     agent, _ = launch(plane, "python", node_id=node_id, join_code=code, wait_session=False)
     assert agent.wait(60) == 4
