@@ -153,6 +153,9 @@ class SnapshotCollector:
                      rows=[(figures["outboxOldest"],)] if figures else ())
         yield _gauge("kece_outbox_dead", "Settlement events that failed every try (DEAD), waiting to be retried "
                      "from the console's failed work.", rows=[(figures.get("outboxDead", 0),)] if figures else ())
+        yield _gauge("kece_database_round_trip_seconds", "How long the database took to answer a `SELECT 1` "
+                     "in the snapshot step's last pass.",
+                     rows=[(figures["databaseRoundTrip"],)] if "databaseRoundTrip" in figures else ())
         if as_of:
             age = max(0.0, time.time() - datetime.fromisoformat(as_of.replace("Z", "+00:00")).timestamp())
         yield _gauge("kece_snapshot_age_seconds", "Age of the figures these gauges come from.",

@@ -11,6 +11,7 @@ from time import monotonic
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
@@ -130,12 +131,23 @@ def compute_figures(*, now, queued=None) -> dict:
 _last_read: tuple[float, dict | None] = (float("-inf"), None)
 
 
+def database_round_trip() -> float:
+    """Seconds for the database to answer `SELECT 1`: how long it takes to answer at all,
+    whatever a statement then costs (the operators' figure `databaseRoundTrip`)."""
+    started = monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return monotonic() - started
+
+
 def refresh_step(now=None) -> dict:
     global _last_read
     now = now or timezone.now()
+    round_trip = database_round_trip()
     queued = _queued(now)
     snapshot = compute(now=now, queued=queued)
-    figures = compute_figures(now=now, queued=queued)
+    figures = {**compute_figures(now=now, queued=queued), "databaseRoundTrip": round_trip}
     ttl = max(60, settings.KECE_SNAPSHOT_INTERVAL_MS * 10 // 1000)
     cache.set(CACHE_KEY, snapshot, ttl)
     cache.set_many({LAST_GOOD_KEY: snapshot, FIGURES_KEY: figures}, None)

@@ -38,7 +38,7 @@ VOCABULARY = {
     "kece_running_oldest_seconds": "gauge", "kece_nodes": "gauge", "kece_pool_slots": "gauge",
     "kece_pool_slots_busy": "gauge", "kece_node_last_heartbeat_age_seconds": "gauge", "kece_outbox_pending": "gauge",
     "kece_outbox_oldest_seconds": "gauge", "kece_outbox_dead": "gauge", "kece_snapshot_age_seconds": "gauge",
-    "kece_redis_up": "gauge",
+    "kece_redis_up": "gauge", "kece_database_round_trip_seconds": "gauge",
     "kece_periodic_last_success_timestamp_seconds": "gauge", "kece_build_info": "gauge",
     "kece_reconcile_findings": "gauge", "kece_content_store_free_bytes": "gauge", "kece_content_store_size_bytes": "gauge",
     "kece_queue_wait_seconds": "histogram", "kece_job_duration_seconds": "histogram",
@@ -376,6 +376,29 @@ def test_the_queue_wait_counts_students_and_rejudges_not_self_checks_or_the_serv
         JudgeJob(kind=JobKind.JUDGE, pool="python", priority_class="PRACTICE", available_at=waited),
     ], now=now)
     assert {klass: count(klass) - before[klass] for klass in before} == {"EXAM": 0, "REJUDGE": 0, "PRACTICE": 1}
+
+
+def test_the_database_round_trip_is_how_long_the_snapshot_steps_select_1_took():
+    """What KeceDatabaseSlow watches: a database that takes long to answer at all (here every
+    statement held up a fifth of a second on its way) reads as that, from the snapshot step."""
+    from django.db import connection
+
+    from kece.metrics_endpoint import SnapshotCollector
+
+    def gauge():
+        [family] = [f for f in SnapshotCollector().collect() if f.name == "kece_database_round_trip_seconds"]
+        return [s.value for s in family.samples]
+
+    def slowly(execute, sql, params, many, context):
+        time.sleep(0.2)
+        return execute(sql, params, many, context)
+
+    snapshot.refresh_step()
+    [quick] = gauge()
+    with connection.execute_wrapper(slowly):
+        snapshot.refresh_step()
+    [slow] = gauge()
+    assert quick < 0.2 <= slow
 
 
 def test_without_redis_there_is_no_redis_to_be_down(settings):
