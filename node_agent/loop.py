@@ -214,6 +214,7 @@ class Agent:
         self.session: Session | None = None
         self.superseded_at: list[float] = []  # monotonic times of this agent's sessions superseded
         self.max_slots: int | None = None
+        self.quarantine: dict | None = None  # the control plane's, as its last heartbeat answer said
         self.stop_requested = threading.Event()
         # A job's phase or test case moved: the renew loop reports it before its round is due.
         self.progress_moved = threading.Event()
@@ -576,6 +577,21 @@ class Agent:
             log.event(logger, logging.INFO, "desired state changed", old=session.desired_state, new=desired)
             session.desired_state = desired
 
+    def _note_quarantine(self, found) -> None:
+        """The control plane's word that it took this node out of judging for what it did
+        (infrastructure errors, a stall, lost renewals): said when it begins and when it ends,
+        since no judge job comes meanwhile and nothing else would tell the node's owner why."""
+        quarantine = found if isinstance(found, dict) else None
+        if (quarantine is None) == (self.quarantine is None):
+            return
+        if quarantine is not None:
+            log.event(logger, logging.WARNING, "quarantined by the control plane: it sends this node only its own"
+                      " checks until an administrator runs them and they pass (the console's node page)",
+                      reason=str(quarantine.get("reason", ""))[:300], since=quarantine.get("since"))
+        else:
+            log.event(logger, logging.INFO, "quarantine lifted: judge jobs may come again")
+        self.quarantine = quarantine
+
     def start_jobs(self, jobs: list, session: Session, received: float) -> None:
         for job in jobs:
             try:
@@ -741,6 +757,7 @@ class Agent:
             log.event(logger, logging.WARNING, "heartbeat failed", error=str(exc)[:300])
             return min(2.0, session.heartbeat_ms / 1000)
         self._note_desired(answer.get("desiredState"))
+        self._note_quarantine(answer.get("quarantine"))
         max_slots = answer.get("maxSlots")
         if isinstance(max_slots, int) and max_slots >= 0 and max_slots != self.max_slots:
             log.event(logger, logging.INFO, "server slot limit", max_slots=max_slots)

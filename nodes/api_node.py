@@ -97,5 +97,9 @@ class HeartbeatView(NodeView):
         beat = HeartbeatReport(_report(data), data["running"], data["health"]["ok"], data["health"]["checks"])
         node = node_heartbeat(node_id=identity.node_id, credential_digest_value=identity.credential_digest,
                               session_epoch=identity.session_epoch, beat=beat, now=now)
+        # Added to the contract: why a quarantined node gets no judge jobs, for its owner.
+        quarantine = {"since": iso(node.quarantined_at), "reason": node.quarantine_reason} \
+            if node.quarantined_at is not None else None
         return Response({"desiredState": node.desired_state, "maxSlots": node.max_slots, "serverTime": iso(now),
+                         "quarantine": quarantine,
                          "heartbeatIntervalMs": settings.KECE_HEARTBEAT_INTERVAL_MS})

@@ -58,11 +58,18 @@ class HeartbeatIn(AgentReportIn):
     health = HealthIn()
 
 
+class QuarantineOut(serializers.Serializer):
+    since = serializers.CharField()
+    reason = serializers.CharField()
+
+
 class HeartbeatOut(serializers.Serializer):
     desiredState = serializers.CharField()
     maxSlots = serializers.IntegerField()
     serverTime = serializers.CharField()
     heartbeatIntervalMs = serializers.IntegerField()
+    # Null unless the node is quarantined (`nodes.quarantine`): then since when and why.
+    quarantine = QuarantineOut(allow_null=True)
 
 
 class NextClaimIn(serializers.Serializer):

@@ -38,6 +38,7 @@ class Node:
     heartbeats: list = field(default_factory=list)
     sessions_opened: int = 0
     joins: int = 0
+    quarantine: dict | None = None  # {since, reason} while the control plane has it quarantined
     agent_version: str | None = None
     claims_asked: list = field(default_factory=list)  # monotonic arrival of each claim, long-poll or carried
 
@@ -495,7 +496,7 @@ class _Handler(BaseHTTPRequestHandler):
             node.heartbeats.append(body)
             answer = {"desiredState": node.desired_state, "maxSlots": node.max_slots,
                       "serverTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "heartbeatIntervalMs": p.heartbeat_ms}
+                      "heartbeatIntervalMs": p.heartbeat_ms, "quarantine": node.quarantine}
             p.changed.notify_all()
         self._reply(200, answer)
 

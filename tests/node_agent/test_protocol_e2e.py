@@ -477,3 +477,21 @@ def own_workspace():
     base = private_dir("kece-agent-", 0o711)
     yield base / "ws"
     shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_owner_reads_once_why_the_node_is_quarantined_and_when_that_ends(plane, launch):
+    """A quarantined node gets no judge job: its agent says so, with the control plane's
+    reason, once (not at every heartbeat), and says when it is lifted."""
+    need_pool("python")
+    agent, node_id = launch(plane, "python")
+    node = plane.nodes[node_id]
+    with plane.lock:
+        node.quarantine = {"since": "2026-12-01T09:00:00Z", "reason": "infra_errors: jobs 7, 8, 9"}
+        beats = len(node.heartbeats)
+    plane.wait_for(lambda: len(node.heartbeats) >= beats + 3, timeout=30, what="three heartbeats")
+    said = agent.logs()
+    assert said.count("quarantined by the control plane") == 1
+    assert "infra_errors: jobs 7, 8, 9" in said
+    with plane.lock:
+        node.quarantine = None
+    plane.wait_for(lambda: "quarantine lifted" in agent.logs(), timeout=30, what="the lift said")

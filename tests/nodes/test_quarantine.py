@@ -72,6 +72,31 @@ def test_infra_errors_on_three_different_jobs_quarantine_the_node(student, probl
     assert claim(identity, free_slots=4, now=now + timedelta(minutes=5)) == []
 
 
+def test_the_heartbeat_tells_the_node_it_is_quarantined_since_when_and_why(student, problem, node_a,
+                                                                          quarantine_settings):
+    """A quarantined node gets no judge job; its owner, reading its agent's log, learns why
+    from the heartbeat's answer (an addition to the contract), and when it ends."""
+    from tests.api.helpers import heartbeat_body, node_client, send
+
+    node, identity = node_a
+    client = node_client(node, session=identity.session_epoch)
+
+    def beat():
+        answer = send(client, "POST", "/api/v1/internal/judgers/heartbeat", heartbeat_body())
+        assert answer.status_code == 200
+        return answer.json()["quarantine"]
+
+    assert beat() is None
+    now = timezone.now()
+    for _ in range(3):
+        submit(student, problem, now=now)
+    _fail_jobs(identity, 3, now=now)
+    quarantine = beat()
+    assert quarantine["reason"].startswith("infra_errors:") and parse_datetime(quarantine["since"]) == now
+    JudgeNode.objects.filter(pk=node.pk).update(quarantined_at=None, quarantine_reason="")
+    assert beat() is None
+
+
 def test_the_attempts_a_quarantined_node_burned_are_refunded(student, problem, node_a, quarantine_settings):
     node, identity = node_a
     now = timezone.now()
