@@ -615,8 +615,10 @@ def peer_celery(judge_seconds: list, nodes: int, ideal: float) -> tuple[float, f
     try:
         monitor = Monitor({**{f"celery{i}": w.pid for i, w in enumerate(workers)},
                            "redis": pid_of("redis-server"), "mariadb": pid_of("mariadbd")})
-        start = peers.celery_run(job_ids, workers)
+        peers.celery_ready(workers)
         monitor.start()
+        monitor.sampled.wait()  # before the start, as KECE's (`kece_run`)
+        start = peers.celery_run(job_ids)
         return (*_until_done(len(job_ids), start, nodes * SLOTS, ideal), monitor.finish())
     finally:
         for worker in workers:
@@ -637,6 +639,7 @@ def peer_pollers(judge_seconds: list, nodes: int, ideal: float) -> tuple[float, 
     time.sleep(2.0)  # connected and waiting
     monitor = Monitor({**{f"poller{i}": p.pid for i, p in enumerate(processes)}, "mariadb": pid_of("mariadbd")})
     monitor.start()
+    monitor.sampled.wait()  # before the start, as KECE's (`kece_run`)
     start = time.perf_counter()
     go.set()
     try:

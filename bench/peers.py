@@ -122,13 +122,17 @@ def celery_workers(nodes: int, slots: int) -> list:
         stderr=subprocess.DEVNULL, start_new_session=True) for i in range(nodes)]
 
 
-def celery_run(job_ids: list[int], workers: list) -> float:
-    """Once every worker answers, send every job as fast as the client can (the workers
-    start on the first ones meanwhile); the start (perf_counter)."""
+def celery_ready(workers: list) -> None:
+    """Once every worker answers."""
     deadline = time.monotonic() + 60
     while len(app.control.ping(timeout=0.5)) < len(workers):
         if time.monotonic() > deadline:
             raise RuntimeError("the Celery workers did not start")
+
+
+def celery_run(job_ids: list[int]) -> float:
+    """Send every job as fast as the client can (the workers start on the first ones
+    meanwhile); the start (perf_counter)."""
     start = time.perf_counter()
     with app.producer_or_acquire() as producer:
         for job_id in job_ids:

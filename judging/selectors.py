@@ -335,13 +335,14 @@ def exam_standings(exam, participants, *, now) -> list[dict]:
     problems, questions = list(exam.problems.all()), list(exam.questions.all())
     users = [p.user_id for p in participants]
     scores = {(s.user_id, s.problem_id): s for s in ExamScore.objects.filter(exam=exam, user_id__in=users)}
-    answers = {(a.participant_id, a.question_id): a.score
-               for a in ExamAnswer.objects.filter(participant__in=[p.pk for p in participants])}
-    # Who submitted anything in the exam, judged or not (one statement per kind of submission).
+    saved = list(ExamAnswer.objects.filter(participant__in=[p.pk for p in participants]))
+    answers = {(a.participant_id, a.question_id): a.score for a in saved}
+    # Who submitted anything in the exam, judged or not (one statement per kind of submission),
+    # or ticked an option (the exam page saves every question, ticked or not).
     submitted = {user for model in SUBMISSION_MODELS.values()
                  for user in model.objects.filter(exam=exam, user_id__in=users).values_list("user_id", flat=True)
                  .distinct()} if users else set()
-    answered = {participant for participant, _ in answers}
+    answered = {a.participant_id for a in saved if a.choices}
     rows = []
     for participant in participants:
         by_problem = [scores.get((participant.user_id, p.problem_id)) for p in problems]

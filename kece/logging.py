@@ -23,7 +23,7 @@ from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message", "taskName"}
 
 REDACTED = "[redacted]"
-_SECRET_NAME = r"[\w-]*(?:password|passwd|secret|token|credential|join_?code|probe_?key|api_?key)[\w-]*"
+_SECRET_NAME = r"[\w-]*(?:password|passwd|secret|token|credential|join_?code|join_?key|probe_?key|api_?key)[\w-]*"
 _SECRET_KEY = re.compile(rf"(?i)^{_SECRET_NAME}$")
 _SECRET_TEXT = [
     # scheme://user:password@host

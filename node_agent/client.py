@@ -153,10 +153,11 @@ class Client:
 
     # -- the calls ---------------------------------------------------------------------
 
-    def join(self, *, join_code: str, join_key: str, runtime_spec: str, local_slots: int) -> dict:
-        """`join_key`: the same on every retry of this join, so that one whose answer was lost
-        can be made again (the server then issues the credential anew)."""
-        body = {"joinCode": join_code, "joinKey": join_key, "agentVersion": AGENT_VERSION,
+    def join(self, *, join_code: str, join_key: str, join_attempt: int, runtime_spec: str, local_slots: int) -> dict:
+        """`join_key`: the same on every retry of this join, `join_attempt` one more each time,
+        so that one whose answer was lost can be made again (the server then issues the
+        credential anew) and a try that arrives late cannot undo a later one."""
+        body = {"joinCode": join_code, "joinKey": join_key, "joinAttempt": join_attempt, "agentVersion": AGENT_VERSION,
                 "runtimeSpec": runtime_spec, "localSlots": local_slots}
         return self._json("POST", "/join", headers={}, json=body)
 

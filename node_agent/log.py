@@ -23,7 +23,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 _BARE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+,%[]")
 REDACTED = "[redacted]"
-_SECRET_WORD = r"[\w-]*(?:credential|probe_?key|join_?code|token|secret|password)[\w-]*"
+_SECRET_WORD = r"[\w-]*(?:credential|probe_?key|join_?code|join_?key|token|secret|password)[\w-]*"
 _SECRET_FIELD = re.compile(rf"(?i){_SECRET_WORD}")
 _SECRETS_IN_TEXT = (
     (re.compile(r"(://[^/\s:@]*:)[^@\s/]+@"), rf"\1{REDACTED}@"),

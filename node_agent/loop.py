@@ -318,8 +318,9 @@ class Agent:
         """Join (when the file holds a join code) or open a session; retry while the server is away."""
         backoff = Backoff()
         joining_unanswered = False  # a join sent whose answer never came: the server may have used the code
-        # Kept while this start retries: a join whose answer was lost is made again with it.
-        join_key = secrets.token_urlsafe(24)
+        # Kept while this start retries: a join whose answer was lost is made again with it,
+        # each try counted (an earlier try arriving late must not replace a later one's answer).
+        join_key, join_attempt = secrets.token_urlsafe(24), 0
         while not self.stop_requested.is_set():
             try:
                 cred = credentials.read(self.config.credential_file)
@@ -327,7 +328,8 @@ class Agent:
                 raise Fatal(EXIT_CONFIG, f"JUDGE_CREDENTIAL_FILE: {exc}") from None
             try:
                 if isinstance(cred, JoinCode):
-                    data = self.client.join(join_code=cred.code, join_key=join_key,
+                    join_attempt += 1
+                    data = self.client.join(join_code=cred.code, join_key=join_key, join_attempt=join_attempt,
                                             runtime_spec=self.config.runtime_spec, local_slots=self.config.local_slots)
                     cred = NodeCredential(node_id=int(data["nodeId"]), credential=str(data["credential"]),
                                           probe_key=str(data["probeKey"]))

@@ -70,7 +70,7 @@ class JoinView(ContractView):
     def post(self, request):
         data = validated(s.JoinIn, request.data)
         joined = node_join(join_code=data["joinCode"], report=_report(data), now=timezone.now(),
-                           join_key=data.get("joinKey", ""))
+                           join_key=data.get("joinKey", ""), join_attempt=data.get("joinAttempt", 0))
         node = joined.node
         return Response({"nodeId": node.pk, "pool": node.pool, "credential": joined.credential,
                          "probeKey": joined.probe_key, "sessionEpoch": node.session_epoch, **timings()}, status=201)

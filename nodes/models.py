@@ -85,6 +85,9 @@ class JudgeNode(models.Model):
     credential_digest = models.CharField(max_length=64, null=True, blank=True, unique=True)
     probe_key = models.CharField(max_length=128, blank=True, default="")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Joined, and not heard from with that credential since (no heartbeat, no session): the
+    # join may be made again with its key, its answer having been lost (`node_join`).
+    joined_unheard = models.BooleanField(default=False, db_default=False)
     # Quarantine: what the node did (not what it says) took it out of judging until an
     # admin's check passes again (`nodes.quarantine`).
     quarantined_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +144,9 @@ class JoinCode(models.Model):
     # sha-256 of the `joinKey` the join that used the code came with ("" if none): the same
     # key may join again while the node has not been heard from since (its answer was lost).
     join_key_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # The agent's count of its tries of that join: a later try may join again, never an
+    # earlier one arriving late (it would replace the credential the agent now holds).
+    join_attempt = models.PositiveIntegerField(default=0, db_default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 

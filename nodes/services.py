@@ -131,7 +131,7 @@ class JoinResult:
     probe_key: str
 
 
-def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "") -> JoinResult:
+def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "", join_attempt: int = 0) -> JoinResult:
     """Exchange a one-time join code for a credential, a probe key and a first session.
 
     Unknown, expired, superseded and used codes get the same answer. The code is consumed
@@ -139,10 +139,12 @@ def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "") -
     both join.
 
     A join that came with a `join_key` (a random string the agent keeps while it retries)
-    may be made again with the same code and key until the code would have expired, as long
-    as the node has not been heard from since (its last heartbeat is that join's own): the
-    first answer, the only copy of the credential, was lost on its way back. The credential
-    is then issued anew, and the one nobody received stops working.
+    may be made again with the same code and key and a higher `join_attempt` (the agent's
+    count of its tries) until the code would have expired, as long as the node has not been
+    heard from with the credential since (`joined_unheard`: no heartbeat, no session): the
+    answer, the only copy of the credential, was lost on its way back. The credential is
+    then issued anew, and the one nobody received stops working. An earlier try that
+    arrives late is refused: it would replace the credential the agent now holds.
     """
     require_agreeing_clock()  # a code's expiry is a deadline, the first heartbeat a time claims judge by
     digest = credential_digest(join_code or "")
@@ -154,11 +156,12 @@ def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "") -
         node = lock_node(node_id)
         valid = JoinCode.objects.filter(code_digest=digest, node_id=node_id, superseded_at__isnull=True,
                                         expires_at__gt=now)
-        consumed = valid.filter(used_at__isnull=True).update(used_at=now, join_key_digest=key_digest)
+        consumed = valid.filter(used_at__isnull=True).update(used_at=now, join_key_digest=key_digest,
+                                                              join_attempt=join_attempt)
         again = (not consumed and node is not None and key_digest != "" and node.revoked_at is None
-                 and node.last_heartbeat_at is not None
-                 and valid.filter(join_key_digest=key_digest, used_at__gte=node.last_heartbeat_at)
-                 .update(used_at=now))
+                 and node.joined_unheard
+                 and valid.filter(join_key_digest=key_digest, join_attempt__lt=join_attempt)
+                 .update(used_at=now, join_attempt=join_attempt))
         if node is None or not (consumed or again):
             raise InvalidJoinCode()
         credential = secrets.token_urlsafe(32)
@@ -166,10 +169,11 @@ def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "") -
         node.credential_digest = credential_digest(credential)
         node.probe_key = probe_key
         node.revoked_at = None
+        node.joined_unheard = True
         released = _new_session(node, report, now=now, reason="session_replaced")
         # Only the fields written here: releasing the leases may have written others (a
         # failed self-check) that this stale copy must not overwrite.
-        node.save(update_fields=SESSION_FIELDS + ["credential_digest", "probe_key", "revoked_at"])
+        node.save(update_fields=SESSION_FIELDS + ["credential_digest", "probe_key", "revoked_at", "joined_unheard"])
         node_changed_after_commit(node.pk)
     logger.info("node joined" if consumed else "node joined again with its join key: the first answer was lost",
                 extra={"node": node.pk, "nodeName": node.name, "pool": node.pool, "session": node.session_epoch,
@@ -184,7 +188,8 @@ def node_session_open(*, node_id: int, credential_digest_value: str, report: Age
         if node is None or node.revoked_at is not None or node.credential_digest != credential_digest_value:
             raise Unauthenticated("The node credential is unknown or revoked.")
         released = _new_session(node, report, now=now, reason="session_replaced")
-        node.save(update_fields=SESSION_FIELDS)
+        node.joined_unheard = False  # heard from with its credential: a join of it stands
+        node.save(update_fields=SESSION_FIELDS + ["joined_unheard"])
         node_changed_after_commit(node.pk)
     logger.info("node session opened", extra={"node": node.pk, "nodeName": node.name, "pool": node.pool,
                                               "session": node.session_epoch, "released": released})
@@ -214,8 +219,12 @@ def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch:
         node.running_reported = beat.running
         node.health_ok = beat.health_ok
         node.health_checks = beat.health_checks
+        # Heard from with its credential: the join that gave it stands (`node_join`).
+        heard = node.joined_unheard
+        node.joined_unheard = False
         node.save(update_fields=["agent_version", "runtime_spec", "local_slots", "last_heartbeat_at",
-                                 "running_reported", "health_ok", "health_checks", *(["updated_at"] if back else [])])
+                                 "running_reported", "health_ok", "health_checks", *(["updated_at"] if back else []),
+                                 *(["joined_unheard"] if heard else [])])
     _log_reported_changes(node, before)
     return node
 

@@ -134,11 +134,11 @@ _last_read: tuple[float, dict | None] = (float("-inf"), None)
 def database_round_trip() -> float:
     """Seconds for the database to answer `SELECT 1`: how long it takes to answer at all,
     whatever a statement then costs (the operators' figure `databaseRoundTrip`)."""
-    started = monotonic()
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor:  # connected first: a new connection's login is not the answer's time
+        started = monotonic()
         cursor.execute("SELECT 1")
         cursor.fetchone()
-    return monotonic() - started
+        return monotonic() - started
 
 
 def refresh_step(now=None) -> dict:

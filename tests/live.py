@@ -127,7 +127,7 @@ def operator_environment(**values) -> dict[str, str]:
     would see."""
     from tests.settings import TEST_ENVIRONMENT
 
-    own = {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", *TEST_ENVIRONMENT}
+    own = {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "KECE_METRICS_DIR", *TEST_ENVIRONMENT}
     return {**{k: v for k, v in os.environ.items() if k not in own}, **{k: str(v) for k, v in values.items()}}
 
 

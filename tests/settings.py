@@ -27,7 +27,8 @@ for _name, _value in TEST_ENVIRONMENT.items():
 
 if "KECE_METRICS_DIR" not in os.environ:
     # This run's metrics files, never the checkout's var/metrics: made by the process that
-    # starts the run, shared with the servers it starts, removed when it ends.
+    # starts the run (its subprocesses that read these settings share it), removed when it
+    # ends. A server a test starts has a folder of its own (`tests.live`).
     os.environ["KECE_METRICS_DIR"] = tempfile.mkdtemp(prefix="kece-metrics-")
     atexit.register(shutil.rmtree, os.environ["KECE_METRICS_DIR"], ignore_errors=True)
 

@@ -15,7 +15,8 @@ from kece.logging import JsonFormatter, RedactingFilter, RequestIdFilter, TextFo
 from node_agent import log as agent_log
 from tests.live import ROOT
 
-SECRETS = ["hunter2-database-pw", "0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6", "Zx9_joincodejoincode-AAAA"]
+SECRETS = ["hunter2-database-pw", "0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6", "Zx9_joincodejoincode-AAAA",
+           "Kq4_joinkeyjoinkey-BBBB"]
 
 
 def emit(formatter, *log_args, exc=None, **extra):
@@ -59,9 +60,10 @@ def test_a_line_is_one_json_object_with_the_events_fields_and_the_request_id():
 
 @pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
 def test_secrets_are_blanked_in_messages_fields_and_tracebacks(formatter):
-    database_pw, api_token, join_code = SECRETS
+    database_pw, api_token, join_code, join_key = SECRETS
     text = emit(formatter, "connecting to mysql://kece:%s@db:3306/kece with Authorization: Token %s", database_pw,
                 api_token, answer={"joinCode": join_code, "nodeId": 4}, credential=api_token,
+                body=f'{{"joinKey": "{join_key}"}}', join_key=join_key,
                 detail=f'{{"password": "{database_pw}"}}',
                 exc=RuntimeError(f"cannot connect: mysql://kece:{database_pw}@db/kece joinCode={join_code}"))
     assert not [secret for secret in SECRETS if secret in text], text
@@ -75,7 +77,8 @@ def test_the_agents_lines_carry_node_pool_job_and_lease_and_no_secret(fmt, capsy
     agent_log.bind(pool="python", node=12)
     logger = agent_log.get("test")
     agent_log.JobLog(logger, 41, 3).info("judged", verdict="AC")
-    agent_log.event(logger, logging.WARNING, "joined", credential=SECRETS[1], body=f'{{"joinCode": "{SECRETS[2]}"}}',
+    agent_log.event(logger, logging.WARNING, "joined", credential=SECRETS[1],
+                    body=f'{{"joinCode": "{SECRETS[2]}", "joinKey": "{SECRETS[3]}"}}', join_key=SECRETS[3],
                     url=f"https://node:{SECRETS[0]}@control/api")
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2

@@ -21,6 +21,8 @@ class JoinIn(AgentReportIn):
     # Optional: a random string the agent keeps while it retries; the same code with the same
     # key joins again while the node has not been heard from (`nodes.services.node_join`).
     joinKey = serializers.RegexField(r"^[A-Za-z0-9_-]{16,128}\Z", required=False)
+    # Optional, with joinKey: the agent's count of its tries of this join, from 1.
+    joinAttempt = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False)
 
 
 class SessionTimingsOut(serializers.Serializer):

@@ -98,9 +98,9 @@ KEY = "k" * 32
 
 def test_a_join_whose_answer_was_lost_is_made_again_with_its_key_and_the_lost_credential_stops_working(client):
     node, code = _registered()
-    body = {**BODY, "joinCode": code, "joinKey": KEY}
+    body = {**BODY, "joinCode": code, "joinKey": KEY, "joinAttempt": 1}
     lost = client.post(JOIN, body, content_type="application/json").json()  # never reached the agent
-    again = client.post(JOIN, body, content_type="application/json")
+    again = client.post(JOIN, {**body, "joinAttempt": 2}, content_type="application/json")
     assert again.status_code == 201
     answer = again.json()
     assert answer["nodeId"] == node.pk and answer["credential"] != lost["credential"]
@@ -108,7 +108,29 @@ def test_a_join_whose_answer_was_lost_is_made_again_with_its_key_and_the_lost_cr
     assert _node_call(client, "heartbeat", lost["credential"], lost["sessionEpoch"], HEARTBEAT).status_code == 401
     assert _node_call(client, "heartbeat", answer["credential"], answer["sessionEpoch"], HEARTBEAT).status_code == 200
     # Heard from with it now: the code is spent for good, key or not.
-    refused = client.post(JOIN, body, content_type="application/json")
+    refused = client.post(JOIN, {**body, "joinAttempt": 3}, content_type="application/json")
+    assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
+
+
+def test_an_earlier_try_of_a_join_arriving_late_does_not_undo_the_later_one(client):
+    node, code = _registered()
+    body = {**BODY, "joinCode": code, "joinKey": KEY}
+    client.post(JOIN, {**body, "joinAttempt": 1}, content_type="application/json")  # its answer lost
+    held = client.post(JOIN, {**body, "joinAttempt": 2}, content_type="application/json").json()
+    late = client.post(JOIN, {**body, "joinAttempt": 1}, content_type="application/json")  # the first, delayed
+    assert (late.status_code, late.json()["error"]) == (401, "invalid_join_code")
+    assert _node_call(client, "heartbeat", held["credential"], held["sessionEpoch"], HEARTBEAT).status_code == 200
+
+
+def test_a_session_opened_with_the_credential_ends_the_joins_retries(client):
+    node, code = _registered()
+    body = {**BODY, "joinCode": code, "joinKey": KEY, "joinAttempt": 1}
+    joined = client.post(JOIN, body, content_type="application/json").json()
+    opened = client.post("/api/v1/internal/judgers/session", {"agentVersion": "1", "runtimeSpec": "python-r1",
+                                                              "localSlots": 1}, content_type="application/json",
+                         HTTP_AUTHORIZATION=f"Bearer {joined['credential']}")
+    assert opened.status_code == 200
+    refused = client.post(JOIN, {**body, "joinAttempt": 2}, content_type="application/json")
     assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
 
 
@@ -122,8 +144,9 @@ def test_a_used_code_joins_again_only_with_its_own_key_while_it_is_still_valid(c
     from nodes.services import node_issue_join_code
 
     node, code = _registered()
-    body = {**BODY, "joinCode": code, "joinKey": KEY}
+    body = {**BODY, "joinCode": code, "joinKey": KEY, "joinAttempt": 1}
     assert client.post(JOIN, body, content_type="application/json").status_code == 201
+    body["joinAttempt"] = 2
     if then == "other key":
         body["joinKey"] = "x" * 32
     elif then == "no key":
@@ -138,10 +161,12 @@ def test_a_used_code_joins_again_only_with_its_own_key_while_it_is_still_valid(c
     assert (refused.status_code, refused.json()["error"]) == (401, "invalid_join_code")
 
 
-@pytest.mark.parametrize("key", ["short", "x" * 129, "with space in it 12345", 7])
-def test_a_join_key_that_is_not_16_to_128_url_safe_characters_is_invalid(client, key):
+@pytest.mark.parametrize("field", [{"joinKey": "short"}, {"joinKey": "x" * 129}, {"joinKey": "with space in it 123"},
+                                   {"joinKey": 7}, {"joinKey": KEY, "joinAttempt": 0},
+                                   {"joinKey": KEY, "joinAttempt": "two"}, {"joinKey": KEY, "joinAttempt": 2**31}])
+def test_a_join_key_or_attempt_of_another_shape_is_invalid(client, field):
     node, code = _registered()
-    refused = client.post(JOIN, {**BODY, "joinCode": code, "joinKey": key}, content_type="application/json")
+    refused = client.post(JOIN, {**BODY, "joinCode": code, **field}, content_type="application/json")
     assert (refused.status_code, refused.json()["error"]) == (400, "invalid")
     assert client.post(JOIN, {**BODY, "joinCode": code}, content_type="application/json").status_code == 201, \
         "the refused call did not use the code"

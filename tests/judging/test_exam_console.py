@@ -311,8 +311,12 @@ def test_the_results_tell_who_ended_the_exam_having_submitted_and_answered_nothi
     exam = make_exam(problem, mode="OI", participants=[student, person("answerer"), person("absent")],
                      questions=[{"kind": "SINGLE", "options": ["a", "b"], "correct": [1], "points": 5}])
     submit(student, problem, exam_id=exam.pk)  # saved, judged only at the hand-in
-    exam_answer_save(exam_id=exam.pk, question_id=exam.questions.get().pk, user=ExamParticipant.objects.get(
-        exam=exam, user__username="answerer").user, choices=[0], now=timezone.now())
+    def answer(name, choices):
+        exam_answer_save(exam_id=exam.pk, question_id=exam.questions.get().pk, user=ExamParticipant.objects.get(
+            exam=exam, user__username=name).user, choices=choices, now=timezone.now())
+
+    answer("answerer", [0])
+    answer("absent", [])  # the page's form saved with nothing ticked: no answer
 
     def states():
         page = admin.get(f"/admin/exams/{exam.pk}/results").content.decode()

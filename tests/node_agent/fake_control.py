@@ -81,9 +81,10 @@ class FakeControlPlane:
         self.changed = threading.Condition(self.lock)
         self.nodes: dict[int, Node] = {}
         self.join_codes: dict[str, int] = {}
-        # A used code -> (node, the join's key, the node's heartbeats then): as the server, the
-        # same code and key join again until the node is heard from (`nodes.services.node_join`).
-        self.used_join_codes: dict[str, tuple[int, str, int]] = {}
+        # A used code -> (node, the join's key and try, the node's heartbeats then): as the
+        # server, the same code and key join again on a later try until the node is heard
+        # from (`nodes.services.node_join`).
+        self.used_join_codes: dict[str, tuple[int, str, int, int]] = {}
         self.join_retries = True  # False: a server that takes no join twice
         self.jobs: dict[int, Job] = {}
         self.blobs: dict[str, bytes] = {}
@@ -446,17 +447,17 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         p = self.plane
         with p.lock:
-            code, key = str(body.get("joinCode")), body.get("joinKey")
+            code, key, attempt = str(body.get("joinCode")), body.get("joinKey"), body.get("joinAttempt") or 0
             node_id = p.join_codes.pop(code, None)
             if node_id is None and p.join_retries and key and code in p.used_join_codes:
-                used_by, used_key, heartbeats = p.used_join_codes[code]
-                if used_key == key and len(p.nodes[used_by].heartbeats) == heartbeats:
+                used_by, used_key, used_attempt, heartbeats = p.used_join_codes[code]
+                if used_key == key and attempt > used_attempt and len(p.nodes[used_by].heartbeats) == heartbeats:
                     node_id = used_by  # its first answer was lost
             if node_id is None:
                 raise ApiFault(401, "invalid_join_code")
             node = p.nodes[node_id]
             if key:
-                p.used_join_codes[code] = (node_id, key, len(node.heartbeats))
+                p.used_join_codes[code] = (node_id, key, attempt, len(node.heartbeats))
             node.credential = "cred_" + secrets.token_hex(16)
             node.probe_key = "pk_" + secrets.token_hex(16)
             node.session_epoch += 1

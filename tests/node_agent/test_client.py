@@ -33,10 +33,10 @@ def test_it_speaks_the_contract_to_a_control_plane(plane):
     node_id, code = plane.register_node("cpp")
     client = Client(plane.url)
     with pytest.raises(ApiError) as refused:
-        client.join(join_code="jc_nope", join_key="k" * 32, runtime_spec="cpp-r1", local_slots=1)
+        client.join(join_code="jc_nope", join_key="k" * 32, join_attempt=1, runtime_spec="cpp-r1", local_slots=1)
     assert (refused.value.status, refused.value.code) == (401, "invalid_join_code")
 
-    joined = client.join(join_code=code, join_key="k" * 32, runtime_spec="cpp-r1", local_slots=2)
+    joined = client.join(join_code=code, join_key="k" * 32, join_attempt=1, runtime_spec="cpp-r1", local_slots=2)
     assert joined["nodeId"] == node_id and joined["sessionEpoch"] == 1
     client.credential = joined["credential"]
     session = client.open_session(runtime_spec="cpp-r1", local_slots=2)  # no X-Judge-Session: else 400
@@ -56,4 +56,4 @@ def test_it_speaks_the_contract_to_a_control_plane(plane):
 def test_an_unreachable_server_is_a_transport_error():
     client = Client("http://127.0.0.1:9", timeout=2)
     with pytest.raises(TransportError):
-        client.join(join_code="x", join_key="k" * 32, runtime_spec="cpp-r1", local_slots=1)
+        client.join(join_code="x", join_key="k" * 32, join_attempt=1, runtime_spec="cpp-r1", local_slots=1)
