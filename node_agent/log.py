@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 
 from pythonjsonlogger.json import JsonFormatter
@@ -111,6 +112,40 @@ def get(name: str) -> logging.Logger:
 
 def event(logger: logging.Logger, level: int, msg: str, exc_info: bool = False, **kv: object) -> None:
     logger.log(level, msg, extra={"kv": kv}, exc_info=exc_info)
+
+
+class Repeated:
+    """A call that keeps failing (the control plane away for minutes, a heartbeat every
+    few seconds): its first failure said at once, then one line every `every_s` seconds with
+    how many since, and one when it is answered again, instead of a line at every try. The
+    last error is on each line."""
+
+    def __init__(self, logger: logging.Logger, what: str, *, every_s: float = 60.0, clock=time.monotonic):
+        self.logger, self.what, self.every_s, self.clock = logger, what, every_s, clock
+        self.lock = threading.Lock()
+        self.since: float | None = None  # the first failure of the run under way
+        self.said = 0.0
+        self.failures = 0
+
+    def failed(self, **kv: object) -> None:
+        with self.lock:
+            now = self.clock()
+            self.failures += 1
+            if self.since is None:
+                self.since = self.said = now
+                event(self.logger, logging.WARNING, f"{self.what} failed", **kv)
+            elif now - self.said >= self.every_s:
+                self.said = now
+                event(self.logger, logging.WARNING, f"{self.what} still failing", failures=self.failures,
+                      for_s=round(now - self.since), **kv)
+
+    def succeeded(self) -> None:
+        with self.lock:
+            if self.since is None:
+                return
+            event(self.logger, logging.INFO, f"{self.what} answered again", failures=self.failures,
+                  after_s=round(self.clock() - self.since, 1))
+            self.since, self.failures = None, 0
 
 
 class JobLog:

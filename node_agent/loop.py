@@ -215,6 +215,10 @@ class Agent:
         self.superseded_at: list[float] = []  # monotonic times of this agent's sessions superseded
         self.max_slots: int | None = None
         self.quarantine: dict | None = None  # the control plane's, as its last heartbeat answer said
+        # While the control plane is away each loop fails every few seconds: said once a minute.
+        self.heartbeat_failures = log.Repeated(logger, "heartbeat")
+        self.claim_failures = log.Repeated(logger, "claim")
+        self.renew_failures = log.Repeated(logger, "renew")
         self.stop_requested = threading.Event()
         # A job's phase or test case moved: the renew loop reports it before its round is due.
         self.progress_moved = threading.Event()
@@ -533,7 +537,7 @@ class Agent:
             self._handle_api_error(exc, session.epoch)
             if exc.code != "session_superseded" and exc.status != 401:
                 delay = backoff.next_delay(exc.retry_after)
-                log.event(logger, logging.WARNING, "claim failed", error=exc.code, retry_in_s=round(delay, 1))
+                self.claim_failures.failed(error=exc.code, retry_in_s=round(delay, 1))
                 if exc.retry_after is None and exc.status >= 500:
                     self._wait_until_answered(delay, since=time.monotonic())  # a proxy's word for a server away
                 else:
@@ -541,10 +545,11 @@ class Agent:
             return
         except TransportError as exc:
             delay = backoff.next_delay()
-            log.event(logger, logging.WARNING, "claim failed", error=str(exc)[:300], retry_in_s=round(delay, 1))
+            self.claim_failures.failed(error=str(exc)[:300], retry_in_s=round(delay, 1))
             self._wait_until_answered(delay, since=time.monotonic())
             return
         backoff.reset()
+        self.claim_failures.succeeded()
         received = time.monotonic()
         self._note_desired(answer.get("desiredState"))
         jobs = answer.get("jobs") or []
@@ -753,11 +758,12 @@ class Agent:
             self._handle_api_error(exc, session.epoch)
             delay = _soon_or_when_told(exc, session.heartbeat_ms / 1000, soon=2.0) if exc.retryable \
                 else session.heartbeat_ms / 1000
-            log.event(logger, logging.WARNING, "heartbeat failed", error=exc.code, retry_in_s=round(delay, 1))
+            self.heartbeat_failures.failed(error=exc.code, retry_in_s=round(delay, 1))
             return delay
         except TransportError as exc:
-            log.event(logger, logging.WARNING, "heartbeat failed", error=str(exc)[:300])
+            self.heartbeat_failures.failed(error=str(exc)[:300])
             return min(2.0, session.heartbeat_ms / 1000)
+        self.heartbeat_failures.succeeded()
         self._note_desired(answer.get("desiredState"))
         self._note_quarantine(answer.get("quarantine"))
         max_slots = answer.get("maxSlots")
@@ -805,15 +811,16 @@ class Agent:
                 answer = self.client.renew(session_epoch=session.epoch, leases=[jr.renew_item() for jr in batch])
             except ApiError as exc:
                 self._handle_api_error(exc, session.epoch)
-                log.event(logger, logging.WARNING, "renew failed", error=exc.code, leases=len(batch))
+                self.renew_failures.failed(error=exc.code, leases=len(batch))
                 self.metrics.renew_failures.inc()
                 ok_all, told = False, exc if exc.retry_after is not None else told
                 continue
             except TransportError as exc:
-                log.event(logger, logging.WARNING, "renew failed", error=str(exc)[:300], leases=len(batch))
+                self.renew_failures.failed(error=str(exc)[:300], leases=len(batch))
                 self.metrics.renew_failures.inc()
                 ok_all = False
                 continue
+            self.renew_failures.succeeded()
             self.apply_renew(batch, answer, sent_at)
         # After a failure, try again soon (the local deadline keeps us safe meanwhile), or when
         # the server said to, within a round.

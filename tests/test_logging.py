@@ -137,3 +137,23 @@ def test_an_idle_workers_routine_and_a_scanners_wrong_host_write_nothing_and_a_f
     messages = [line["message"] for line in lines]
     assert not any(word in " ".join(messages) for word in ("succeeded", "Sending due task", "received", "HTTP_HOST"))
     assert [line["level"] for line in lines if "raised unexpected" in line["message"]] == ["ERROR"]
+
+
+def test_a_failure_that_repeats_is_said_once_then_once_a_minute_and_when_it_ends(caplog):
+    """The control plane away for five minutes: a heartbeat every 2 s fails 150 times; the
+    agent's log says so 6 times, not 150, and says when it is answered again."""
+    now = [0.0]
+    logger = logging.getLogger("node_agent.test-repeated")
+    repeated = agent_log.Repeated(logger, "heartbeat", clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="node_agent.test-repeated"):
+        for _ in range(150):
+            repeated.failed(error="connection refused")
+            now[0] += 2.0
+        repeated.succeeded()
+        repeated.succeeded()  # nothing more to say
+        repeated.failed(error="connection refused")  # a new outage: said at once
+    lines = [(r.levelname, r.getMessage(), r.kv) for r in caplog.records]
+    assert [message for _, message, _ in lines] == (
+        ["heartbeat failed"] + ["heartbeat still failing"] * 4 + ["heartbeat answered again", "heartbeat failed"])
+    assert lines[1][2] == {"failures": 31, "for_s": 60, "error": "connection refused"}
+    assert lines[5][0] == "INFO" and lines[5][2] == {"failures": 150, "after_s": 300.0}

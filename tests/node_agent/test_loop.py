@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from node_agent import loop
+from node_agent import log, loop
 from node_agent.loop import JobRun, safety_margin_s, total_budget_s
 from node_agent.metrics import AgentMetrics
 
@@ -39,6 +39,7 @@ class _Quiet:
     def __init__(self, jobs):
         self.jobs = {jr.job_id: jr for jr in jobs}
         self.metrics = AgentMetrics()
+        self.renew_failures = log.Repeated(loop.logger, "renew")
 
     def _jobs(self):
         return list(self.jobs.values())
@@ -268,7 +269,7 @@ def test_after_an_empty_long_poll_the_next_claim_waits_a_random_moment(monkeypat
         session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
         client=client, _note_desired=lambda desired: None, start_jobs=lambda *a: None,
         stop_requested=_Recorder(), config=SimpleNamespace(claim_jitter_ms=800), takes_work=lambda: True,
-        metrics=AgentMetrics())
+        metrics=AgentMetrics(), claim_failures=log.Repeated(loop.logger, "claim"))
     loop.Agent.claim_step(agent, SimpleNamespace(reset=lambda: None))
     assert agent.stop_requested.waits == [0.2]  # uniform(0, 0.8 s), here its quarter
     assert agent.metrics.registry.get_sample_value("kece_agent_claims_total", {"result": "empty"}) == 1
@@ -296,7 +297,8 @@ def _claiming_agent(claim, stop_requested):
     agent = SimpleNamespace(
         session=SimpleNamespace(epoch=1, claim_wait_ms=15000), lock=threading.Lock(), free_slots=lambda: 2,
         client=SimpleNamespace(claim=claim, last_answer=0.0), stop_requested=stop_requested,
-        takes_work=lambda: True, metrics=AgentMetrics(), _handle_api_error=lambda exc, epoch: None)
+        takes_work=lambda: True, metrics=AgentMetrics(), _handle_api_error=lambda exc, epoch: None,
+        claim_failures=log.Repeated(loop.logger, "claim"))
     agent._wait_until_answered = lambda delay, since: loop.Agent._wait_until_answered(agent, delay, since=since)
     return agent
 
