@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from judging import artifacts, display, visibility
 from judging.markdown import render_statement
-from judging.models import SUBMISSION_MODELS, ExamParticipant, Problem, ProblemKind, SubmissionType
+from judging.models import SUBMISSION_MODELS, Problem, ProblemKind, SubmissionType
 from judging.selectors import shown_states, submission_history, submission_keys, submission_state, submissions_of
-from judging.services.exams import closed_to, held_status, hidden_wait
+from judging.services.exams import closed_to, held_status, hidden_wait, submit_window
 from judging.services.idempotency import checked_key, form_key, submit_once
 from judging.services.submit import MAX_SOURCE_BYTES, submission_submit
 from kece.converters import whole_number
@@ -89,31 +89,27 @@ def _problem_page(request, problem, *, language="", code="", errors=(), status=2
         languages.append({"code": name, "label": POOLS[name].label,
                           "status": display.runtime_words(row, stale=judges.freshness == "stale")})
     chosen = language if language in manifest.languages else manifest.languages[0]
+    now, exam_id = timezone.now(), _exam_id(request)
+    # The exam this page submits into: why it takes nothing now, or its end (for the time left).
+    exam_closed, exam_ends_at = submit_window(exam_id, request.user, now=now) if exam_id else (None, None)
+    keeping = None if exam_id else visibility.exam_keeping(problem, request.user, now=now)
     context = {
         "problem": problem, "manifest": manifest, "statement": render_statement(problem.statement, title=problem.title),
         "output_limit": display.size_words(manifest.output_limit_kb),
         "schema": _schema_text(manifest) if problem.kind == ProblemKind.SQL else "",
         "languages": languages, "chosen": chosen, "chosen_status": next(
             lang["status"] for lang in languages if lang["code"] == chosen),
-        "code": code, "errors": errors, "exam_id": _exam_id(request), "idempotency_key": form_key(),
+        "code": code, "errors": errors, "exam_id": exam_id, "idempotency_key": form_key(),
         # The submission a prefilled form came from: the way into the exam keeps its code.
         "from_id": whole_number(request.GET.get("from")) if code and request.method == "GET" else None,
         # An exam not open to the student: said before they write anything, not after.
-        "exam_closed": closed_to(_exam_id(request), request.user, now=timezone.now()) if _exam_id(request) else None,
-        "practice": None if _exam_id(request) else _practice(request, problem),
-        "keeping_exam": None if _exam_id(request) else visibility.exam_keeping(problem, request.user, now=timezone.now()),
+        "exam_closed": exam_closed, "exam_ends_at": exam_ends_at, "now": now,
+        "practice": None if exam_id else _practice(request, problem),
+        "keeping_exam": keeping,
+        # An exam that keeps the problem but that the student has handed in: no way to submit
+        # it until the exam ends, which the page says (its link led to "you have handed in").
+        "kept_until": keeping.ends_at if keeping and closed_to(keeping.pk, request.user, now=now) else None,
     }
-    # The exam this page submits into, open to the student: its end, for the time left.
-    if context["exam_id"] and not context["exam_closed"] and request.user.is_authenticated:
-        context["exam_ends_at"] = ExamParticipant.objects.filter(
-            exam_id=context["exam_id"], user=request.user, exam__deleted_at__isnull=True,
-        ).values_list("exam__ends_at", flat=True).first()
-        context["now"] = timezone.now()
-    # An exam that keeps the problem but that the student has handed in: no way to submit
-    # it until the exam ends, which the page says (its link led to "you have handed in").
-    keeping = context["keeping_exam"]
-    context["kept_until"] = keeping.ends_at if keeping and closed_to(keeping.pk, request.user, now=timezone.now()) \
-        else None
     return render(request, "judging/problem_detail.html", context, status=status)
 
 

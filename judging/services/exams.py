@@ -9,6 +9,7 @@ reads back the confirmation that transaction committed.
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -84,15 +85,21 @@ def _refusal(exam, participant, state: str) -> str:
     return str(_REFUSALS[CLOSED if state == HANDED_IN and handed_in_at_the_end(exam, participant) else state])
 
 
-def closed_to(exam_id: int, user, *, now) -> str | None:
-    """Why the exam takes no submission from `user` now (not started, handed in, ended), in
-    their language; None while it does, or when it is not theirs (the submit says so)."""
+def submit_window(exam_id: int, user, *, now) -> tuple[str | None, datetime | None]:
+    """(why the exam takes no submission from `user` now — not started, handed in, ended — in
+    their language, or None; the exam's end while it takes theirs). (None, None) when it is
+    not theirs (the submit says so). One read."""
     participant = ExamParticipant.objects.filter(exam_id=exam_id, user=user, exam__deleted_at__isnull=True) \
         .select_related("exam").first() if getattr(user, "is_authenticated", False) else None
     if participant is None:
-        return None
+        return None, None
     state = participant_state(participant.exam, participant, now=now)
-    return None if state == OPEN else _refusal(participant.exam, participant, state)
+    return (None, participant.exam.ends_at) if state == OPEN else (_refusal(participant.exam, participant, state), None)
+
+
+def closed_to(exam_id: int, user, *, now) -> str | None:
+    """Why the exam takes no submission from `user` now (`submit_window`), or None."""
+    return submit_window(exam_id, user, now=now)[0]
 
 
 def _require_open(exam, participant, *, now) -> None:
