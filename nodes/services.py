@@ -158,11 +158,8 @@ def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "", j
                                         expires_at__gt=now)
         consumed = valid.filter(used_at__isnull=True).update(used_at=now, join_key_digest=key_digest,
                                                               join_attempt=join_attempt)
-        again = (not consumed and node is not None and key_digest != "" and node.revoked_at is None
-                 and node.joined_unheard
-                 and valid.filter(join_key_digest=key_digest, join_attempt__lt=join_attempt)
-                 .update(used_at=now, join_attempt=join_attempt))
-        if node is None or not (consumed or again):
+        if node is None or not (consumed or _join_again(valid, node, key_digest=key_digest,
+                                                        attempt=join_attempt, now=now)):
             raise InvalidJoinCode()
         credential = secrets.token_urlsafe(32)
         probe_key = secrets.token_urlsafe(32)
@@ -179,6 +176,15 @@ def node_join(*, join_code: str, report: AgentReport, now, join_key: str = "", j
                 extra={"node": node.pk, "nodeName": node.name, "pool": node.pool, "session": node.session_epoch,
                        "released": released})
     return JoinResult(node, credential, probe_key)
+
+
+def _join_again(codes, node, *, key_digest: str, attempt: int, now) -> bool:
+    """Take a used code of `codes` (valid ones of the locked `node`) again for a later try of
+    the join that used it, with its key, while the node has not been heard from since."""
+    if not key_digest or node.revoked_at is not None or not node.joined_unheard:
+        return False
+    return bool(codes.filter(join_key_digest=key_digest, join_attempt__lt=attempt)
+                .update(used_at=now, join_attempt=attempt))
 
 
 def node_session_open(*, node_id: int, credential_digest_value: str, report: AgentReport, now) -> JudgeNode:
@@ -219,12 +225,10 @@ def node_heartbeat(*, node_id: int, credential_digest_value: str, session_epoch:
         node.running_reported = beat.running
         node.health_ok = beat.health_ok
         node.health_checks = beat.health_checks
-        # Heard from with its credential: the join that gave it stands (`node_join`).
-        heard = node.joined_unheard
-        node.joined_unheard = False
+        node.joined_unheard = False  # heard from with its credential: the join that gave it stands
         node.save(update_fields=["agent_version", "runtime_spec", "local_slots", "last_heartbeat_at",
-                                 "running_reported", "health_ok", "health_checks", *(["updated_at"] if back else []),
-                                 *(["joined_unheard"] if heard else [])])
+                                 "running_reported", "health_ok", "health_checks", "joined_unheard",
+                                 *(["updated_at"] if back else [])])
     _log_reported_changes(node, before)
     return node
 

@@ -28,14 +28,14 @@ class _Line:
         return text
 
 
-def participant_words(exam, participant, state: str, *, worked: bool = True) -> tuple:
-    """The words and icon of a participant's state, as the results table shows it."""
-    at_the_end = state == exams.CLOSED or (state == exams.HANDED_IN and exams.handed_in_at_the_end(exam, participant))
-    if at_the_end and not worked:
+def participant_words(exam, row: dict) -> tuple:
+    """The words and icon of a participant's state (a row of `exam_standings`), as the results
+    table shows it."""
+    state = row["state"]
+    by_the_end = state == exams.HANDED_IN and exams.handed_in_at_the_end(exam, row["participant"])
+    if (by_the_end or state == exams.CLOSED) and not row["worked"]:
         return display.ENDED_WITHOUT_WORK
-    if state == exams.HANDED_IN and at_the_end:
-        return display.HANDED_IN_AT_THE_END
-    return display.PARTICIPANT_WORDS[state]
+    return display.HANDED_IN_AT_THE_END if by_the_end else display.PARTICIPANT_WORDS[state]
 
 
 def _cell(value) -> str | int:
@@ -64,8 +64,7 @@ def results_rows(exam, *, now):
         batch = list(participants[start:start + BATCH])
         for participant, row in zip(batch, exam_standings(exam, batch, now=now)):
             handed_in = participant.handed_in_at
-            line = [participant.user.username,
-                    participant_words(exam, participant, row["state"], worked=row["worked"])[0],
+            line = [participant.user.username, participant_words(exam, row)[0],
                     timezone.localtime(handed_in).strftime("%Y-%m-%d %H:%M:%S") if handed_in else None]
             for score in row["problems"]:
                 line.append(score.points if score else None)

@@ -194,8 +194,8 @@ def _standings(request, exam, *, now):
         participants = participants.order_by("user__username", "id")
     page = paged(request, participants)
     rows = exam_standings(exam, list(page), now=now)
-    for participant, row in zip(page, rows):
-        row["words"], row["icon"] = participant_words(exam, participant, row["state"], worked=row["worked"])
+    for row in rows:
+        row["words"], row["icon"] = participant_words(exam, row)
     return page, rows
 
 
