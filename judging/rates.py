@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
+from kece.redis_clients import already_reported
+
 logger = logging.getLogger("kece.rates")
 
 
@@ -49,8 +51,9 @@ class Taken:
             if self.key is not None:
                 try:
                     cache.decr(self.key)
-                except Exception:  # noqa: BLE001 - the window's key expired or the cache is gone: a hint lost
-                    logger.warning("submission rate not given back", exc_info=True, extra={"key": self.key})
+                except Exception as exc:  # noqa: BLE001 - the window's key expired or the cache is gone: a hint lost
+                    if not already_reported(exc):
+                        logger.warning("submission rate not given back", exc_info=True, extra={"key": self.key})
             raise
 
 
@@ -98,9 +101,10 @@ def take(scope: str, *, rate: tuple[int, int] | None, now) -> Refusal | Taken:
         if previous * (period - elapsed) <= (count - current) * period + 1e-6:
             return Taken(key)
         cache.decr(key)
-    except Exception:  # noqa: BLE001 - any cache failure: a hint lost, not a refusal
-        logger.warning("submission rate not checked: the cache is unavailable", exc_info=True,
-                       extra={"scope": scope})
+    except Exception as exc:  # noqa: BLE001 - any cache failure: a hint lost, not a refusal
+        if not already_reported(exc):
+            logger.warning("submission rate not checked: the cache is unavailable", exc_info=True,
+                           extra={"scope": scope})
         return NOTHING_TAKEN
     return Refusal(count=count, period=period, retry_after=retry_after(
         count=count, period=period, previous=previous, current=current - 1, elapsed=elapsed))

@@ -5,9 +5,18 @@ made work claimable commits; a lost hint is covered by the waiters' rate-limited
 poll. With REDIS_URL set, hints travel over Redis pub/sub between processes (through the
 Sentinels' current primary with REDIS_SENTINELS); without it an in-process notifier serves
 the embedded default.
+
+The request that made the work does not wait for Redis: its hint is handed to a thread of
+the process that publishes (`Publisher`), so a submission or a result is answered as soon
+as it commits, however slow Redis is, and a burst's hints for one pool that arrive while one
+is being published go as one. A node's change (`node_changed_after_commit`: its session,
+credential or state) is published by the request itself, as before: the one who revoked a
+credential is answered once every process has been told, or Redis found not answering.
 """
 
+import atexit
 import logging
+import os
 import threading
 
 from django.conf import settings
@@ -18,6 +27,8 @@ logger = logging.getLogger("kece.wakeups")
 CHANNEL_PREFIX = "kece:"
 WAKE = "wake:"  # wake:<pool> — the pool may have claimable work
 NODE = "node:"  # node:<id> — a node's session, credential or state changed
+# How long a process that is stopping waits for its hints still unpublished.
+EXIT_FLUSH_S = 2.0
 
 
 class LocalNotifier:
@@ -59,7 +70,7 @@ def redis_client():
 
         with _redis_lock:
             if _redis_client is None:
-                _redis_client = redis_clients.client(socket_connect_timeout=0.5, socket_timeout=0.5)
+                _redis_client = redis_clients.client(guarded=True, socket_connect_timeout=0.5, socket_timeout=0.5)
     return _redis_client
 
 
@@ -69,17 +80,85 @@ def reset_redis_client() -> None:
     _redis_client = None
 
 
-def _publish(topic: str) -> None:
+def _send(topics: list[str]) -> None:
+    """Publish `topics` to Redis, in one round trip; a failure loses hints, never work."""
+    from kece.redis_clients import already_reported
+
+    try:
+        client = redis_client()
+        if len(topics) == 1:
+            client.publish(CHANNEL_PREFIX + topics[0], b"1")
+        else:
+            pipe = client.pipeline(transaction=False)
+            for topic in topics:
+                pipe.publish(CHANNEL_PREFIX + topic, b"1")
+            pipe.execute()
+    except Exception as exc:  # best effort: waiters fall back to polling
+        if not already_reported(exc):
+            logger.warning("hint publish failed", extra={"topics": topics, "error": str(exc)})
+
+
+class Publisher:
+    """The process's thread that publishes wake-up hints to Redis, in the order they came,
+    each pool once however many times it was named while the thread was busy."""
+
+    def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # the thread does not follow a fork
+
+    def _reset(self) -> None:
+        self._changed = threading.Condition()
+        self._pending: dict[str, None] = {}  # topics in their order, each once
+        self._sending = False
+        self._thread = None
+
+    def put(self, topic: str) -> None:
+        with self._changed:
+            self._pending[topic] = None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kece-wakeups", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._sending = False
+                self._changed.notify_all()
+                while not self._pending:
+                    self._changed.wait()
+                topics = list(self._pending)
+                self._pending.clear()
+                self._sending = True
+            _send(topics)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every hint put so far has been published (or has failed); whether
+        that happened within `timeout` seconds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._pending and not self._sending, timeout)
+
+
+publisher = Publisher()
+
+
+# A process that stops (a management command that requeued work, a server shutting down)
+# publishes the hints it still holds rather than leave their waiters to poll.
+atexit.register(publisher.flush, EXIT_FLUSH_S)
+
+
+def _publish(topic: str, *, wait: bool = False) -> None:
     local_notifier.publish(topic)
     if settings.REDIS_URL:
-        try:
-            redis_client().publish(CHANNEL_PREFIX + topic, b"1")
-        except Exception as exc:  # best effort: waiters fall back to polling
-            logger.warning("hint publish failed", extra={"topic": topic, "error": str(exc)})
+        if wait:
+            _send([topic])
+        else:
+            publisher.put(topic)
 
 
 def publish_now(pool: str) -> None:
-    """Publish a wake-up hint now: in-process waiters always, Redis when configured."""
+    """Publish a wake-up hint now: in-process waiters at once, other processes through the
+    publishing thread when Redis is configured."""
     _publish(WAKE + pool)
 
 
@@ -90,4 +169,4 @@ def publish_after_commit(pool: str) -> None:
 def node_changed_after_commit(node_id: int) -> None:
     """Tell every server process that a node's session, credential or state changed, so
     its waiting claim re-checks who it is (and stale cached answers are dropped)."""
-    transaction.on_commit(lambda: _publish(f"{NODE}{node_id}"))
+    transaction.on_commit(lambda: _publish(f"{NODE}{node_id}", wait=True))

@@ -18,6 +18,10 @@ whichever context uses the cache first.
 Django's backend knows one address per server and no Sentinel. With the option
 `"sentinels": True` (settings: REDIS_SENTINELS) the one client is `kece.redis_clients`'
 Sentinel-managed one, which follows the primary through a failover.
+
+Either way the client heeds the process's view of Redis (`kece.redis_clients.outage`):
+while Redis is held for down a cache call fails at once, as a call to a Redis that is down
+does, instead of waiting out its timeout.
 """
 
 import threading
@@ -39,12 +43,13 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         self._clients = {}
         self._sentinels = sentinels
         self._link_options = options  # the sockets' timeouts, for the Sentinel-managed client too
+        self._client = redis_clients.GuardedRedis
 
     def get_client(self, key=None, *, write=False):
         if self._sentinels:
             client = self._clients.get("sentinel")
             if client is None:
-                client = self._clients["sentinel"] = redis_clients.client(**self._link_options)
+                client = self._clients["sentinel"] = redis_clients.client(guarded=True, **self._link_options)
             return client
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))

@@ -11,6 +11,8 @@ from collections import OrderedDict
 
 from django.core.cache import cache
 
+from kece.redis_clients import already_reported
+
 logger = logging.getLogger("kece.caches")
 
 
@@ -71,7 +73,8 @@ def shared_or_computed(key: str, compute, *, timeout: float):
         if previous_key in found and not cache.add(computing_key, 1, timeout=timeout):
             return found[previous_key]
     except Exception as exc:  # noqa: BLE001 - any cache failure: computed instead
-        logger.warning("shared cache unreadable", extra={"key": key, "error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("shared cache unreadable", extra={"key": key, "error": str(exc)})
         return compute()
     try:
         value = compute()
@@ -83,7 +86,8 @@ def shared_or_computed(key: str, compute, *, timeout: float):
         cache.set(previous_key, value, timeout=timeout * STALE_KEPT_FOR)
         cache.delete(computing_key)
     except Exception as exc:  # noqa: BLE001
-        logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
     return value
 
 
@@ -91,4 +95,5 @@ def _forget(key: str) -> None:
     try:
         cache.delete(key)
     except Exception as exc:  # noqa: BLE001
-        logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("shared cache unwritable", extra={"key": key, "error": str(exc)})

@@ -12,8 +12,11 @@ import signal
 import threading
 import time
 
+import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+
+import kece.redis_clients as redis_clients
 
 logger = logging.getLogger("kece.health")
 
@@ -112,18 +115,21 @@ _redis = None
 def _redis_client():
     global _redis
     if _redis is None:
-        import kece.redis_clients as redis_clients
-
         _redis = redis_clients.client(socket_connect_timeout=DEADLINE_S, socket_timeout=DEADLINE_S)
     return _redis
 
 
 def _check_redis() -> str | None:
+    """Asked every time, whatever the process holds Redis for (`redis_clients.outage`), and
+    what it finds ends an outage early or starts one."""
     try:
         _redis_client().ping()
-        return None
     except Exception as exc:
+        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            redis_clients.outage.failed(exc)
         return type(exc).__name__
+    redis_clients.outage.answered()
+    return None
 
 
 def readiness() -> tuple[int, dict, list[dict]]:

@@ -24,6 +24,8 @@ from django.conf import settings
 from prometheus_client import Counter, Histogram, values
 from prometheus_client import multiprocess
 
+from kece.redis_clients import already_reported
+
 logger = logging.getLogger("kece.metrics")
 
 GROUP_ENV = "KECE_METRICS_GROUP"
@@ -222,8 +224,9 @@ def step_succeeded(step: str) -> None:
 
     try:
         cache.set(STEP_SUCCESS_KEY.format(step), timezone.now(), None)
-    except Exception:
-        logger.warning("periodic step's success not recorded", extra={"step": step}, exc_info=True)
+    except Exception as exc:
+        if not already_reported(exc):
+            logger.warning("periodic step's success not recorded", extra={"step": step}, exc_info=True)
 
 
 RECONCILE_FINDINGS_KEY = "kece:reconcile:findings"
@@ -236,8 +239,9 @@ def reconcile_left(left: dict) -> None:
 
     try:
         cache.set(RECONCILE_FINDINGS_KEY, dict(left), None)
-    except Exception:
-        logger.warning("reconciliation's findings not recorded", exc_info=True)
+    except Exception as exc:
+        if not already_reported(exc):
+            logger.warning("reconciliation's findings not recorded", exc_info=True)
 
 
 def last_step_success(step: str):

@@ -279,6 +279,10 @@ REDIS_SENTINEL_KWARGS = {"password": REDIS_SENTINEL_PASSWORD or None, "socket_ti
 # answers nothing (a stalled host, a paused server) must fail them within a second, as down
 # (the pages, the snapshot and the rates go on without it), not hold every request for good.
 CACHE_LINK_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 1, **REDIS_LINK_OPTIONS}
+# Once a cache command or a wake-up hint finds Redis not answering, a process asks it nothing
+# more for its requests and tries it again from a thread of its own this often
+# (`kece.redis_clients.Outage`): a stalled Redis costs one timeout a process, not one a request.
+KECE_REDIS_RETRY_S = _seconds("KECE_REDIS_RETRY_S", 2)
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "kece.cache.SharedClientRedisCache", "LOCATION": REDIS_URL,
                           "OPTIONS": dict(CACHE_LINK_OPTIONS)}}

@@ -19,6 +19,7 @@ from judging.models import JobState, JudgeJob
 from judging.selectors import ready_nodes
 import kece.metrics as metrics
 from kece.api import iso
+from kece.redis_clients import already_reported
 from pools.registry import POOLS
 
 logger = logging.getLogger("kece.snapshot")
@@ -166,7 +167,8 @@ def _cached() -> dict | None:
     try:
         found = cache.get_many([CACHE_KEY, LAST_GOOD_KEY])
     except Exception as exc:  # the cache is down: say so instead of failing the page
-        logger.warning("status snapshot unreadable", extra={"error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("status snapshot unreadable", extra={"error": str(exc)})
         return None
     snapshot = found.get(CACHE_KEY) or found.get(LAST_GOOD_KEY)
     _last_read = (monotonic(), snapshot)

@@ -4,6 +4,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+import kece.redis_clients as redis_clients
 from tests.factories import UserFactory, make_node, make_problem
 
 ON_MARIADB = settings.DATABASE_VENDOR == "mysql"
@@ -45,6 +46,9 @@ def _fresh_cache(monkeypatch):
 
     from pools import snapshot, status
 
+    # A test that stopped a Redis of its own left this process holding Redis for down: the
+    # next test's Redis is another, answering one.
+    redis_clients.outage.forget()
     cache.clear()
     # The status snapshot this process last read goes with the cache it came from, and so
     # does the newest snapshot time it has seen (the "last good status" while the cache is

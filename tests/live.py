@@ -6,6 +6,7 @@ answers on that port is the server this helper started; and it reaches the datab
 MariaDB account of its own, so a test can count that server's connections and statements
 while other clients share the database server."""
 
+import json
 import os
 import secrets
 import shutil
@@ -219,6 +220,28 @@ class LiveServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# Run in a live server's environment (its own database): a student with an API token, a
+# problem, and an enabled python node, as JSON.
+_POPULATE = """
+import json, django
+django.setup()
+from rest_framework.authtoken.models import Token
+from tests.factories import UserFactory, make_node, make_problem
+node, _ = make_node(pool="python", max_slots=2)
+print(json.dumps({"token": Token.objects.create(user=UserFactory()).key, "problem": make_problem(languages=("python",)).pk,
+                  "credential": node.secret, "session": node.session_epoch}))
+"""
+
+
+def populate(server) -> dict:
+    """What a server of its own needs to take a submission and a node's calls: `token`,
+    `problem`, `credential`, `session`."""
+    done = subprocess.run([sys.executable, "-c", _POPULATE], cwd=ROOT, env=server.env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class NodeClient:

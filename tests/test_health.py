@@ -3,7 +3,6 @@ hung, unmigrated, and with Redis stopped."""
 
 import concurrent.futures
 import getpass
-import json
 import logging
 import os
 import shutil
@@ -22,7 +21,7 @@ from kece import health
 from tests.concurrency import raw_connection, wait_until
 from tests.factories import UserFactory, make_node, make_problem
 from tests.judging.helpers import submit
-from tests.live import ROOT, LiveServer, NodeClient, free_port, start_redis
+from tests.live import ROOT, LiveServer, NodeClient, free_port, populate, start_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -435,25 +434,6 @@ def test_with_its_redis_paused_pages_and_metrics_answer_and_the_process_is_degra
 
 # --- requests while the database stalls --------------------------------------------------------
 
-# Run in the live server's environment (its own database): a student with an API token, a
-# problem, and an enabled python node, as JSON.
-_POPULATE = """
-import json, django
-django.setup()
-from rest_framework.authtoken.models import Token
-from tests.factories import UserFactory, make_node, make_problem
-node, _ = make_node(pool="python", max_slots=2)
-print(json.dumps({"token": Token.objects.create(user=UserFactory()).key, "problem": make_problem(languages=("python",)).pk,
-                  "credential": node.secret, "session": node.session_epoch}))
-"""
-
-
-def _populate(server) -> dict:
-    done = subprocess.run([sys.executable, "-c", _POPULATE], cwd=ROOT, env=server.env, capture_output=True, text=True,
-                          check=True, timeout=120)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _unavailable(answer: requests.Response) -> bool:
     return (answer.status_code == 503 and answer.json()["error"] == "unavailable"
             and int(answer.headers["Retry-After"]) > 0)
@@ -465,7 +445,7 @@ def test_with_its_mariadb_paused_requests_answer_503_at_once_and_their_retries_l
     bounds, not when the stall ends; once it ends, the submission retried under its
     Idempotency-Key and the result posted again are each taken once."""
     stack.until_ready()
-    made = _populate(stack.server)
+    made = populate(stack.server)
     user = requests.Session()
     user.headers["Authorization"] = f"Token {made['token']}"
     node = NodeClient(stack.server.url, credential=made["credential"], session=made["session"])

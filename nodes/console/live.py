@@ -27,6 +27,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from kece.redis_clients import already_reported
+
 logger = logging.getLogger("kece.console")
 
 GROUP = "judgers-console"
@@ -89,7 +91,8 @@ def mark_watched() -> None:
     try:
         cache.set(WATCHED_KEY, True, timeout=timeout)
     except Exception as exc:
-        logger.warning("console watch mark failed", extra={"error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("console watch mark failed", extra={"error": str(exc)})
 
 
 def watched() -> bool:
@@ -98,7 +101,8 @@ def watched() -> bool:
     try:
         return bool(cache.get(WATCHED_KEY))
     except Exception as exc:
-        logger.warning("console watch mark unreadable", extra={"error": str(exc)})
+        if not already_reported(exc):
+            logger.warning("console watch mark unreadable", extra={"error": str(exc)})
         return True
 
 
