@@ -10,11 +10,13 @@ The request that made the work does not wait for Redis: its hint is handed to a 
 the process that publishes (`Publisher`), so a submission or a result is answered as soon
 as it commits, however slow Redis is, and a burst's hints for one pool that arrive while one
 is being published go as one. A node's change (`node_changed_after_commit`: its session,
-credential or state) is published by the request itself, as before: the one who revoked a
-credential is answered once every process has been told, or Redis found not answering.
+credential or state) is published by the request itself, as before, and always tried,
+whatever the process holds Redis for: the one who revoked a credential is answered once
+every process has been told, or the telling has failed and been logged.
 """
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -59,48 +61,57 @@ class LocalNotifier:
 
 local_notifier = LocalNotifier()
 
-_redis_client = None
+_redis_clients: dict = {}  # guarded or not -> the process's client
 _redis_lock = threading.Lock()
 
 
-def redis_client():
-    global _redis_client
-    if _redis_client is None:
+def redis_client(*, guarded: bool = True):
+    """The process's client for hints (`guarded`: held back while Redis is held for down,
+    `kece.redis_clients.outage`), or for what must be asked every time (a node's change)."""
+    found = _redis_clients.get(guarded)
+    if found is None:
         import kece.redis_clients as redis_clients
 
         with _redis_lock:
-            if _redis_client is None:
-                _redis_client = redis_clients.client(guarded=True, socket_connect_timeout=0.5, socket_timeout=0.5)
-    return _redis_client
+            found = _redis_clients.get(guarded)
+            if found is None:
+                found = _redis_clients[guarded] = redis_clients.client(
+                    guarded=guarded, socket_connect_timeout=0.5, socket_timeout=0.5)
+    return found
 
 
 def reset_redis_client() -> None:
-    """Forget the cached client (tests that point REDIS_URL elsewhere)."""
-    global _redis_client
-    _redis_client = None
+    """Forget the cached clients (tests that point REDIS_URL elsewhere)."""
+    _redis_clients.clear()
 
 
-def _send(topics: list[str]) -> None:
+def _send(topics: list[str], *, guarded: bool = True) -> None:
     """Publish `topics` to Redis, in one round trip; a failure loses hints, never work."""
-    from kece.redis_clients import already_reported
+    import kece.redis_clients as redis_clients
 
     try:
-        client = redis_client()
+        client = redis_client(guarded=guarded)
         if len(topics) == 1:
-            client.publish(CHANNEL_PREFIX + topics[0], b"1")
+            publish = functools.partial(client.publish, CHANNEL_PREFIX + topics[0], b"1")
         else:
             pipe = client.pipeline(transaction=False)
             for topic in topics:
                 pipe.publish(CHANNEL_PREFIX + topic, b"1")
-            pipe.execute()
+            publish = pipe.execute
+        if guarded:
+            publish()
+        else:
+            redis_clients.asked(publish)
     except Exception as exc:  # best effort: waiters fall back to polling
-        if not already_reported(exc):
+        if not redis_clients.already_reported(exc):
             logger.warning("hint publish failed", extra={"topics": topics, "error": str(exc)})
 
 
 class Publisher:
     """The process's thread that publishes wake-up hints to Redis, in the order they came,
-    each pool once however many times it was named while the thread was busy."""
+    each pool once however many times it was named while the thread was busy. A process
+    that ends without running its exit handlers (a Celery pool's child, recycled) may lose
+    the last: the waiters' fallback checks cover them."""
 
     def __init__(self):
         self._reset()
@@ -115,7 +126,8 @@ class Publisher:
     def put(self, topic: str) -> None:
         with self._changed:
             self._pending[topic] = None
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
+                self._sending = False
                 self._thread = threading.Thread(target=self._run, name="kece-wakeups", daemon=True)
                 self._thread.start()
             self._changed.notify_all()
@@ -123,14 +135,17 @@ class Publisher:
     def _run(self) -> None:
         while True:
             with self._changed:
-                self._sending = False
-                self._changed.notify_all()
                 while not self._pending:
                     self._changed.wait()
                 topics = list(self._pending)
                 self._pending.clear()
                 self._sending = True
-            _send(topics)
+            try:
+                _send(topics)
+            finally:
+                with self._changed:
+                    self._sending = False
+                    self._changed.notify_all()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every hint put so far has been published (or has failed); whether
@@ -151,7 +166,7 @@ def _publish(topic: str, *, wait: bool = False) -> None:
     local_notifier.publish(topic)
     if settings.REDIS_URL:
         if wait:
-            _send([topic])
+            _send([topic], guarded=False)
         else:
             publisher.put(topic)
 

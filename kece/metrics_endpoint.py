@@ -91,12 +91,9 @@ _BUILD = build_info()
 
 
 def _redis_up() -> int:
-    from judging.wakeups import redis_client
+    from kece.health import redis_failure
 
-    try:
-        return 1 if redis_client().ping() else 0
-    except Exception:
-        return 0
+    return 0 if redis_failure() else 1
 
 
 def _content_store_space() -> tuple[int, int] | None:

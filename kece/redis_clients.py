@@ -4,18 +4,19 @@ current primary as the Sentinels name it (REDIS_SENTINELS).
 Through Sentinel a client asks the Sentinels for the primary whenever it opens a
 connection; a connection to a server that has gone, or that answers as a read-only replica
 after a failover ("You can't write against a read only replica"), is dropped with a
-ConnectionError, and redis-py's retry opens the next one to whichever server the Sentinels
-name now. So a failover costs a failed attempt or two, never a restart.
+ConnectionError, and the next command's connection goes to whichever server the Sentinels
+name now. So a failover costs a failed command or two, never a restart.
 
 A Redis that does not answer (its host stalled or cut off) costs each command its whole
 timeout, and the cache and the wake-up hints are asked on nearly every request: a page
 waited a second for each cache read, a submission a second and a half (its rate, its hint).
 What they keep there are hints (`judging.rates`, `kece.caches`, `judging.wakeups`), which
 their callers do without. So the clients made for them (`guarded=True`) share one view of
-Redis per process (`outage`): once a command finds Redis not answering, the others fail at
-once (`Unreachable`) instead of asking it, and a thread of the process asks it again every
-KECE_REDIS_RETRY_S until it answers. The readiness check asks it every time, and its answer
-counts too. A stalled Redis then costs a timeout a process, not one a request.
+Redis per process (`outage`): once a command has waited for Redis in vain, the others fail
+at once (`Unreachable`) instead of asking it, and a thread of the process asks it again
+every KECE_REDIS_RETRY_S until it answers. The readiness check and /metrics ask it every
+time, and their answers count too. A stalled Redis then costs a process the commands in
+flight when it stalled and one timeout, not one a request.
 """
 
 import functools
@@ -38,7 +39,11 @@ class Unreachable(redis.exceptions.ConnectionError):
 class Outage:
     """Whether this process holds Redis for down, since when, and the thread that asks it
     again. Each process finds out for itself: a child forked during an outage starts
-    without one."""
+    without one.
+
+    Only a failure that cost a wait starts an outage (a timeout, or a link that took this
+    long to fail): one that fails at once (a refused connection, a failover's demoted
+    primary, a wrong password) costs the requests nothing, and they go on asking."""
 
     def __init__(self):
         self._forget_all()
@@ -48,11 +53,18 @@ class Outage:
         self._lock = threading.Lock()
         self._since = None  # monotonic time the outage began; None while Redis answers
         self._error = ""
-        self._generation = 0  # which outage a probing thread is for
+        self._generation = 0  # counts the outages begun and ended: which one an answer ends
+        self._ended = threading.Event()  # the current outage's end, for its asking thread
 
     @property
     def down(self) -> bool:
         return self._since is not None
+
+    @property
+    def generation(self) -> int:
+        """Read before asking Redis and passed to `answered`: only an answer to a question
+        asked during an outage ends it."""
+        return self._generation
 
     def check(self) -> None:
         """Raise `Unreachable` while Redis is held for down."""
@@ -61,55 +73,79 @@ class Outage:
             raise Unreachable(f"Redis did not answer {time.monotonic() - since:.0f} s ago ({self._error});"
                               f" asked again every {settings.KECE_REDIS_RETRY_S} s")
 
-    def failed(self, error: Exception) -> None:
-        """A command found Redis not answering (refused, timed out, the link lost)."""
+    def failed(self, error: Exception, waited: float) -> None:
+        """A question to Redis failed with `error` after `waited` seconds."""
+        if waited < COSTLY_FAILURE_S and not isinstance(error, redis.exceptions.TimeoutError):
+            return
         with self._lock:
             if self._since is not None:
                 return
             self._since = time.monotonic()
             self._error = f"{type(error).__name__}: {error}"
-            generation = self._generation
-        threading.Thread(target=self._ask_again, args=(generation,), name="kece-redis-retry", daemon=True).start()
+            self._generation += 1
+            self._ended = threading.Event()
+            generation, ended = self._generation, self._ended
+        try:
+            threading.Thread(target=self._ask_again, args=(generation, ended), name="kece-redis-retry",
+                             daemon=True).start()
+        except RuntimeError:  # no thread to ask it again (the process is stopping): go on asking it
+            self.answered(generation, quietly=True)
+            return
         logger.warning("Redis does not answer: this process goes on without it (submission rates unchecked,"
                        " shared figures computed or shown as unavailable, claims woken by their fallback checks)"
                        " and asks it again every few seconds",
                        extra={"error": self._error, "retryInSeconds": settings.KECE_REDIS_RETRY_S})
 
-    def answered(self) -> None:
-        """Redis answered: an outage, if there was one, is over."""
+    def answered(self, generation: int, *, quietly: bool = False) -> None:
+        """Redis answered a question asked at `generation`: if that was during the current
+        outage, it is over."""
         if self._since is None:
             return
         with self._lock:
-            if self._since is None:
-                return
+            if self._since is None or self._generation != generation:
+                return  # asked before this outage began: says nothing of now
             lasted = time.monotonic() - self._since
-            self._since = None
-            self._generation += 1
-        logger.info("Redis answers again", extra={"downSeconds": round(lasted, 1)})
+            self._end()
+        if not quietly:
+            logger.info("Redis answers again", extra={"downSeconds": round(lasted, 1)})
 
     def forget(self) -> None:
         """Hold Redis for up again without asking it (REDIS_URL now names another server)."""
         with self._lock:
-            self._since = None
-            self._generation += 1
+            if self._since is not None:
+                self._end()
 
-    def _ask_again(self, generation: int) -> None:
-        wait = threading.Event()  # never set: a wait that a stopped process does not outlive
-        asking = client(socket_connect_timeout=1, socket_timeout=1)
+    def _end(self) -> None:
+        self._since = None
+        self._generation += 1
+        self._ended.set()
+
+    def _ask_again(self, generation: int, ended: threading.Event) -> None:
+        """At once, then every KECE_REDIS_RETRY_S, until Redis answers or the outage ends
+        otherwise (the readiness check found it answering, or it was forgotten)."""
+        asking = None
         try:
-            while True:
-                wait.wait(settings.KECE_REDIS_RETRY_S)
-                if self._generation != generation:
-                    return  # over already (the readiness check found it answering), or forgotten
+            asking = client(socket_connect_timeout=1, socket_timeout=1)
+            while not ended.is_set():
                 try:
                     asking.ping()
                 except Exception:  # noqa: BLE001 - still down: ask again later
+                    ended.wait(settings.KECE_REDIS_RETRY_S)
                     continue
-                self.answered()
+                self.answered(generation)
                 return
+        except Exception:  # noqa: BLE001 - no client to ask with: the requests ask again instead
+            logger.exception("Redis not asked again: the requests will")
+            self.answered(generation, quietly=True)
         finally:
-            asking.close()
+            if asking is not None:
+                asking.close()
 
+
+# A failure that took this long cost its request a wait (the clients' timeouts are 0.5–1 s):
+# one that fails sooner (refused, a demoted primary, a wrong password) is not an outage to
+# stand back from.
+COSTLY_FAILURE_S = 0.25
 
 outage = Outage()
 
@@ -120,15 +156,22 @@ def already_reported(error: Exception) -> bool:
     return isinstance(error, Unreachable)
 
 
-def _guarded(call, *args, **kwargs):
-    outage.check()
+def asked(call, *args, **kwargs):
+    """`call(...)`, a question to Redis, told to the process's `outage`: its failure may
+    begin one, and its answer ends the one it was asked during. Not held back by one."""
+    generation, started = outage.generation, time.monotonic()
     try:
         answer = call(*args, **kwargs)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-        outage.failed(error)
+        outage.failed(error, time.monotonic() - started)
         raise
-    outage.answered()
+    outage.answered(generation)
     return answer
+
+
+def _guarded(call, *args, **kwargs):
+    outage.check()
+    return asked(call, *args, **kwargs)
 
 
 class GuardedRedis(redis.Redis):

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import connection
 
 import kece.redis_clients as redis_clients
+from judging import wakeups
 from tests.factories import UserFactory, make_node, make_problem
 
 ON_MARIADB = settings.DATABASE_VENDOR == "mysql"
@@ -47,7 +48,9 @@ def _fresh_cache(monkeypatch):
     from pools import snapshot, status
 
     # A test that stopped a Redis of its own left this process holding Redis for down: the
-    # next test's Redis is another, answering one.
+    # next test's Redis is another, answering one. Hints an earlier test left to publish go
+    # first, to its own Redis.
+    wakeups.publisher.flush(10)
     redis_clients.outage.forget()
     cache.clear()
     # The status snapshot this process last read goes with the cache it came from, and so
@@ -56,6 +59,7 @@ def _fresh_cache(monkeypatch):
     monkeypatch.setattr(snapshot, "_last_read", (float("-inf"), None))
     monkeypatch.setattr(status, "_last_seen", {})
     yield
+    wakeups.publisher.flush(10)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def redis_of_our_own(settings):
     process = start_redis(port)
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     health._redis = None
-    wakeups.reset_redis_client()  # the metrics' Redis check uses the wake-ups' client
+    wakeups.reset_redis_client()  # the wake-up hints' clients
     yield process
     process.kill()
     process.wait()
