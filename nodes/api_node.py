@@ -15,6 +15,7 @@ from judging.api import node_serializers as s
 from judging.api.node import SESSION_PARAMETER, TAGS, NodeView
 from judging.auth import session_identity
 from kece.api import ContractView, iso, validated
+from kece.redis_clients import already_reported
 from kece.schema import errors
 from nodes.services import PROTOCOL_VERSION, AgentReport, HeartbeatReport, node_heartbeat, node_join, \
     node_session_open
@@ -48,8 +49,9 @@ class JoinThrottle(SimpleRateThrottle):
         try:
             return super().allow_request(request, view)
         except Exception as error:  # noqa: BLE001 - whatever the cache's client raises
-            logger.warning("joins counted in this process: the cache cannot be reached",
-                           extra={"error": type(error).__name__})
+            if not already_reported(error):
+                logger.warning("joins counted in this process: the cache cannot be reached",
+                               extra={"error": type(error).__name__})
             self.cache = self._in_process
             return super().allow_request(request, view)
 
