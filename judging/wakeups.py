@@ -65,6 +65,14 @@ _redis_clients: dict = {}  # guarded or not -> the process's client
 _redis_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    global _redis_lock
+    _redis_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def redis_client(*, guarded: bool = True):
     """The process's client for hints (`guarded`: held back while Redis is held for down,
     `kece.redis_clients.outage`), or for what must be asked every time (a node's change)."""
@@ -129,7 +137,13 @@ class Publisher:
             if self._thread is None or not self._thread.is_alive():
                 self._sending = False
                 self._thread = threading.Thread(target=self._run, name="kece-wakeups", daemon=True)
-                self._thread.start()
+                try:
+                    self._thread.start()
+                except RuntimeError as exc:  # no thread to be had: the hint is lost, the work is not
+                    self._thread = None
+                    self._pending.clear()
+                    logger.warning("hint not published: no thread to publish it", extra={"error": str(exc)})
+                    return
             self._changed.notify_all()
 
     def _run(self) -> None:

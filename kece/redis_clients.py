@@ -14,9 +14,10 @@ What they keep there are hints (`judging.rates`, `kece.caches`, `judging.wakeups
 their callers do without. So the clients made for them (`guarded=True`) share one view of
 Redis per process (`outage`): once a command has waited for Redis in vain, the others fail
 at once (`Unreachable`) instead of asking it, and a thread of the process asks it again
-every KECE_REDIS_RETRY_S until it answers. The readiness check and /metrics ask it every
-time, and their answers count too. A stalled Redis then costs a process the commands in
-flight when it stalled and one timeout, not one a request.
+again KECE_REDIS_RETRY_S after each try that failed, until it answers. The readiness check
+and /metrics ask it every time, and their answers count too, as do a node's changes, always
+published (each waits out its own timeout meanwhile). A stalled Redis then costs a process
+the commands in flight when it stalled and one timeout, not one a request.
 """
 
 import functools
@@ -53,7 +54,8 @@ class Outage:
         self._lock = threading.Lock()
         self._since = None  # monotonic time the outage began; None while Redis answers
         self._error = ""
-        self._generation = 0  # counts the outages begun and ended: which one an answer ends
+        # Counts the outages begun and ended (odd while one lasts): which one an answer ends.
+        self._generation = 0
         self._ended = threading.Event()  # the current outage's end, for its asking thread
 
     @property
@@ -73,30 +75,31 @@ class Outage:
             raise Unreachable(f"Redis did not answer {time.monotonic() - since:.0f} s ago ({self._error});"
                               f" asked again every {settings.KECE_REDIS_RETRY_S} s")
 
-    def failed(self, error: Exception, waited: float) -> None:
-        """A question to Redis failed with `error` after `waited` seconds."""
+    def failed(self, error: Exception, waited: float, generation: int) -> None:
+        """A question to Redis, asked at `generation`, failed with `error` after `waited`
+        seconds. One asked before the latest change (an outage begun or ended since) says
+        nothing of now."""
         if waited < COSTLY_FAILURE_S and not isinstance(error, redis.exceptions.TimeoutError):
             return
         with self._lock:
-            if self._since is not None:
+            if self._since is not None or self._generation != generation:
                 return
             self._since = time.monotonic()
             self._error = f"{type(error).__name__}: {error}"
             self._generation += 1
             self._ended = threading.Event()
             generation, ended = self._generation, self._ended
-        try:
-            threading.Thread(target=self._ask_again, args=(generation, ended), name="kece-redis-retry",
-                             daemon=True).start()
-        except RuntimeError:  # no thread to ask it again (the process is stopping): go on asking it
-            self.answered(generation, quietly=True)
-            return
         logger.warning("Redis does not answer: this process goes on without it (submission rates unchecked,"
                        " shared figures computed or shown as unavailable, claims woken by their fallback checks)"
                        " and asks it again every few seconds",
                        extra={"error": self._error, "retryInSeconds": settings.KECE_REDIS_RETRY_S})
+        try:
+            threading.Thread(target=self._ask_again, args=(generation, ended), name="kece-redis-retry",
+                             daemon=True).start()
+        except RuntimeError:  # no thread to ask it again (the process is stopping): go on asking it
+            self.answered(generation)
 
-    def answered(self, generation: int, *, quietly: bool = False) -> None:
+    def answered(self, generation: int) -> None:
         """Redis answered a question asked at `generation`: if that was during the current
         outage, it is over."""
         if self._since is None:
@@ -106,8 +109,7 @@ class Outage:
                 return  # asked before this outage began: says nothing of now
             lasted = time.monotonic() - self._since
             self._end()
-        if not quietly:
-            logger.info("Redis answers again", extra={"downSeconds": round(lasted, 1)})
+        logger.info("Redis answers again", extra={"downSeconds": round(lasted, 1)})
 
     def forget(self) -> None:
         """Hold Redis for up again without asking it (REDIS_URL now names another server)."""
@@ -136,7 +138,7 @@ class Outage:
                 return
         except Exception:  # noqa: BLE001 - no client to ask with: the requests ask again instead
             logger.exception("Redis not asked again: the requests will")
-            self.answered(generation, quietly=True)
+            self.answered(generation)
         finally:
             if asking is not None:
                 asking.close()
@@ -159,19 +161,27 @@ def already_reported(error: Exception) -> bool:
 def asked(call, *args, **kwargs):
     """`call(...)`, a question to Redis, told to the process's `outage`: its failure may
     begin one, and its answer ends the one it was asked during. Not held back by one."""
-    generation, started = outage.generation, time.monotonic()
+    return _told(outage.generation, call, args, kwargs)
+
+
+def _told(generation: int, call, args, kwargs):
+    started = time.monotonic()
     try:
         answer = call(*args, **kwargs)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-        outage.failed(error, time.monotonic() - started)
+        outage.failed(error, time.monotonic() - started, generation)
         raise
     outage.answered(generation)
     return answer
 
 
 def _guarded(call, *args, **kwargs):
-    outage.check()
-    return asked(call, *args, **kwargs)
+    """`asked`, unless Redis is held for down: then `Unreachable` without asking (the
+    generation read once, so that a command let through is one asked while Redis was up)."""
+    generation = outage.generation
+    if generation % 2:
+        outage.check()  # raises, unless the outage has ended just now
+    return _told(generation, call, args, kwargs)
 
 
 class GuardedRedis(redis.Redis):

@@ -48,8 +48,8 @@ def _fresh_cache(monkeypatch):
     from pools import snapshot, status
 
     # A test that stopped a Redis of its own left this process holding Redis for down: the
-    # next test's Redis is another, answering one. Hints an earlier test left to publish go
-    # first, to its own Redis.
+    # next test's Redis is another, answering one. No hint of an earlier test is published
+    # during this one.
     wakeups.publisher.flush(10)
     redis_clients.outage.forget()
     cache.clear()

@@ -85,8 +85,12 @@ class SilentRedis:
     def close(self):
         self.listener.close()
         for connection in self.connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)  # its reader and its client see the end
+            except OSError:
+                pass
             connection.close()
-        self.answering.set()  # its readers end
+        self.answering.set()
 
 
 def _names(received: bytes) -> list[str]:
@@ -247,18 +251,22 @@ def test_a_node_change_is_told_even_while_redis_is_held_for_down(db, silent_redi
     assert redis_clients.outage.down
     with django_capture_on_commit_callbacks(execute=True):
         wakeups.node_changed_after_commit(7)
+    silent_redis.until_received("PUBLISH")
     assert "node:7" in silent_redis.received.decode()
     # Tried, unanswered, and said so: a revoke that may not have reached every process.
     assert lines.messages("kece.wakeups") == ["hint publish failed"]
 
 
-def test_an_answer_to_a_question_asked_before_an_outage_does_not_end_it(silent_redis):
+def test_only_what_is_asked_during_an_outage_ends_it_and_a_late_failure_begins_none(silent_redis):
+    timeout = redis.TimeoutError("Timeout reading from socket")
     before = redis_clients.outage.generation
-    redis_clients.outage.failed(redis.TimeoutError("Timeout reading from socket"), 1.0)
+    redis_clients.outage.failed(timeout, 1.0, before)
     during = redis_clients.outage.generation
     redis_clients.outage.answered(before)  # a command that was in flight when Redis stalled
     assert redis_clients.outage.down
     redis_clients.outage.answered(during)
+    assert not redis_clients.outage.down
+    redis_clients.outage.failed(timeout, 1.0, during)  # a ping asked during it, timing out after its end
     assert not redis_clients.outage.down
 
 
