@@ -16,7 +16,6 @@ every process has been told, or the telling has failed and been logged.
 """
 
 import atexit
-import functools
 import logging
 import os
 import threading
@@ -98,18 +97,13 @@ def _send(topics: list[str], *, guarded: bool = True) -> None:
     import kece.redis_clients as redis_clients
 
     try:
-        client = redis_client(guarded=guarded)
-        if len(topics) == 1:
-            publish = functools.partial(client.publish, CHANNEL_PREFIX + topics[0], b"1")
-        else:
-            pipe = client.pipeline(transaction=False)
-            for topic in topics:
-                pipe.publish(CHANNEL_PREFIX + topic, b"1")
-            publish = pipe.execute
+        pipe = redis_client(guarded=guarded).pipeline(transaction=False)
+        for topic in topics:
+            pipe.publish(CHANNEL_PREFIX + topic, b"1")
         if guarded:
-            publish()
+            pipe.execute()  # heeds the process's view of Redis and tells it
         else:
-            redis_clients.asked(publish)
+            redis_clients.asked(pipe.execute)  # only tells it
     except Exception as exc:  # best effort: waiters fall back to polling
         if not redis_clients.already_reported(exc):
             logger.warning("hint publish failed", extra={"topics": topics, "error": str(exc)})

@@ -14,7 +14,7 @@ What they keep there are hints (`judging.rates`, `kece.caches`, `judging.wakeups
 their callers do without. So the clients made for them (`guarded=True`) share one view of
 Redis per process (`outage`): once a command has waited for Redis in vain, the others fail
 at once (`Unreachable`) instead of asking it, and a thread of the process asks it again
-again KECE_REDIS_RETRY_S after each try that failed, until it answers. The readiness check
+KECE_REDIS_RETRY_S after each try that failed, until it answers. The readiness check
 and /metrics ask it every time, and their answers count too, as do a node's changes, always
 published (each waits out its own timeout meanwhile). A stalled Redis then costs a process
 the commands in flight when it stalled and one timeout, not one a request.
